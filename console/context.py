@@ -1,0 +1,48 @@
+"""Everything console routes are given: stores, clock, shared state, auth services.
+
+Built once by ``tap`` and handed to each route group, so no route reaches for globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from console.services.passwords import Passwords
+from console.services.sessions import Sessions
+from console.services.throttle import Throttle
+from console.services.tokens import TokenCodec
+from gateway.client_ip import ClientAddress
+from gateway.settings.live import LiveSettings
+from gateway.settings.store import Settings
+from gateway.state.protocol import SharedState
+from gateway.store.pool import DBRunner
+
+
+@dataclass
+class ConsoleContext:
+    reactor: Any
+    #: the clock for timestamps, token expiry and windows (a ``Clock`` in tests)
+    clock: Any
+    db: DBRunner
+    state: SharedState
+    live_settings: LiveSettings
+    tokens: TokenCodec
+    passwords: Passwords
+    addresses: ClientAddress
+    throttle: Throttle
+    sessions: Sessions
+    #: hooks other parts register to drop their caches after catalog writes
+    invalidate: Any = None
+
+    @property
+    def settings(self) -> Settings:
+        return self.live_settings.settings
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.seconds(), UTC)
+
+    def issue_token(self, user: dict[str, Any]) -> str:
+        hours = self.settings.integer("session_lifetime_hours", 168)
+        return self.tokens.issue(user, max(1, hours) * 3600)

@@ -1,0 +1,21 @@
+"""``/api/public/*``: what anyone may read without signing in (contract §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.context import ConsoleContext
+from console.http import json_route, make_app
+from console.services.settings_views import public_view
+
+
+class PublicRoutes:
+    app = make_app()
+
+    def __init__(self, ctx: ConsoleContext) -> None:
+        self.ctx = ctx
+
+    @app.route("/settings", methods=["GET"])
+    @json_route
+    async def settings(self, request: Any) -> dict[str, Any]:
+        return public_view(self.ctx.settings)

@@ -1,0 +1,36 @@
+"""``GET/PUT /api/settings`` (admin): validated all-or-nothing, secrets write-only (§5.4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.context import ConsoleContext
+from console.http import ApiError, json_route, make_app, read_object
+from console.services.settings_views import admin_view
+from gateway.settings.catalog import SettingError
+
+
+class SettingsRoutes:
+    app = make_app()
+
+    def __init__(self, ctx: ConsoleContext) -> None:
+        self.ctx = ctx
+
+    @app.route("/", methods=["GET"])
+    @json_route
+    async def show(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        return admin_view(self.ctx.settings)
+
+    @app.route("/", methods=["PUT"])
+    @json_route
+    async def update(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = read_object(request)
+        try:
+            rows = self.ctx.settings.validate_update(body)
+        except SettingError as exc:
+            raise ApiError(400, str(exc), field=exc.key) from None
+        if rows:
+            await self.ctx.live_settings.save(rows, self.ctx.now())
+        return admin_view(self.ctx.settings)

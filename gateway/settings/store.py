@@ -1,0 +1,99 @@
+"""The settings every process reads from memory, refreshed when any node changes them.
+
+Reads on the request path never touch the database: ``Settings`` holds the stored text of every
+row.  A write goes through one transaction (all keys validated first, contract §5.4) and then a
+``settings`` message on the shared bus makes every node reload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from gateway.settings.catalog import ALIASES, SPECS, SettingError, parse_bool, to_stored_text
+from gateway.store import schema
+from gateway.store.upsert import upsert_setting
+
+BUS_CHANNEL = "lockgate:settings"
+
+
+def read_all(conn: Connection) -> dict[str, str]:
+    rows = conn.execute(select(schema.settings.c.key, schema.settings.c.value)).all()
+    return {key: value for key, value in rows}
+
+
+class Settings:
+    """An in-memory snapshot of the settings table with typed getters."""
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self._values: dict[str, str] = dict(values or {})
+
+    def replace(self, values: Mapping[str, str]) -> None:
+        self._values = dict(values)
+
+    def raw(self, key: str) -> str | None:
+        return self._values.get(key)
+
+    def text(self, key: str) -> str:
+        value = self._values.get(key)
+        if value is None:
+            spec = SPECS.get(key)
+            return spec.default if spec else ""
+        return value
+
+    def flag(self, key: str) -> bool:
+        spec = SPECS.get(key)
+        default = parse_bool(spec.default, False) if spec else False
+        return parse_bool(self._values.get(key), default)
+
+    def integer(self, key: str, fallback: int = 0) -> int:
+        try:
+            return int(self.text(key))
+        except ValueError:
+            return fallback
+
+    def decimal(self, key: str, fallback: Decimal = Decimal(0)) -> Decimal:
+        try:
+            return Decimal(self.text(key))
+        except ArithmeticError:
+            return fallback
+
+    def json(self, key: str, fallback: Any = None) -> Any:
+        text = self.text(key)
+        if not text:
+            return fallback
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return fallback
+
+    def validate_update(self, body: Mapping[str, Any]) -> dict[str, str]:
+        """Check a PUT body and return the rows to write; raises SettingError, writes nothing."""
+        rows: dict[str, str] = {}
+        for given_key, value in body.items():
+            key = ALIASES.get(given_key, given_key)
+            spec = SPECS.get(key)
+            if spec is None:
+                raise SettingError(given_key, f"Unknown setting {given_key}")
+            if spec.readonly:
+                raise SettingError(given_key, f"{given_key} is read-only")
+            if value is None:
+                raise SettingError(given_key, f"{given_key} must not be null")
+            text = to_stored_text(spec, value)
+            if spec.secret and text == "":
+                continue  # a blank secret keeps the stored value
+            if spec.check is not None:
+                text = spec.check(text)
+            rows[key] = text
+        return rows
+
+
+def write_rows(conn: Connection, rows: Mapping[str, str], now: datetime) -> None:
+    for key, value in rows.items():
+        upsert_setting(conn, key, value, now)

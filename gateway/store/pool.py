@@ -1,0 +1,98 @@
+"""Runs blocking SQLAlchemy work in a dedicated thread pool and hands results to the reactor.
+
+Modelled on buildbot's ``db/pool.py``: the reactor is injected, work functions receive a
+``Connection`` inside a transaction, and they must return plain Python values (rows converted to
+dicts/tuples) -- never live ``Result`` objects, which are not thread-safe.
+
+SQLite gets one worker thread: SQLite serialises writers anyway, and a single thread makes every
+transaction atomic with respect to the others without ``database is locked`` retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine, create_engine
+from sqlalchemy.pool import StaticPool
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorThreads
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def make_engine(url: str, threads: int | None = None) -> tuple[Engine, int]:
+    """Create the engine for ``url`` and decide how many worker threads suit it."""
+    if url.startswith("sqlite"):
+        memory = url in ("sqlite://", "sqlite:///:memory:")
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            poolclass=StaticPool if memory else None,
+        )
+        _configure_sqlite(engine)
+        return engine, 1
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    count = threads or 8
+    engine = create_engine(url, pool_size=count, max_overflow=0, pool_pre_ping=True)
+    return engine, count
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        # Take over transaction control from pysqlite so BEGIN is emitted when SQLAlchemy asks.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        # IMMEDIATE takes the write lock up front: no lock upgrades, so no deadlock between
+        # processes sharing the file.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class DBRunner:
+    """A thread pool bound to one engine; ``transaction(fn, ...)`` is the only way in."""
+
+    def __init__(self, reactor: IReactorThreads, engine: Engine, threads: int = 1) -> None:
+        self.reactor = reactor
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self._pool = ThreadPool(minthreads=1, maxthreads=threads, name="lockgate-db")
+        self._running = False
+
+    def start(self) -> None:
+        if not self._running:
+            self._pool.start()
+            self._running = True
+
+    def stop(self) -> None:
+        if self._running:
+            self._running = False
+            self._pool.stop()
+            self.engine.dispose()
+
+    def transaction(
+        self, fn: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> Deferred[T]:
+        """Run ``fn(conn, *args, **kwargs)`` in one transaction on a worker thread."""
+        return deferToThreadPool(self.reactor, self._pool, self._in_transaction, fn, args, kwargs)
+
+    def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(conn, ...)`` in a transaction on the calling thread (start-up, scripts)."""
+        return self._in_transaction(fn, args, kwargs)
+
+    def _in_transaction(self, fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        with self.engine.begin() as conn:
+            return fn(conn, *args, **kwargs)

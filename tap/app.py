@@ -1,0 +1,80 @@
+"""Composition root: builds every component from options, in dependency order.
+
+``Lockgate.open()`` is used by the twistd service and by tests alike, so tests exercise the real
+wiring (in-memory or temporary databases, real resources).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.web.resource import Resource
+
+from console.context import ConsoleContext
+from console.services.passwords import Passwords
+from console.services.sessions import Sessions
+from console.services.throttle import Throttle
+from console.services.tokens import TokenCodec
+from gateway.client_ip import ClientAddress, parse_networks
+from gateway.settings.live import LiveSettings
+from gateway.settings.store import Settings
+from gateway.state.memory import MemoryState
+from gateway.state.protocol import SharedState
+from gateway.store import migrate
+from gateway.store.pool import DBRunner, make_engine
+from tap.root import build_root
+from tap.secrets import Secrets
+
+
+@dataclass
+class Lockgate:
+    reactor: Any
+    db: DBRunner
+    state: SharedState
+    ctx: ConsoleContext
+    root: Resource
+
+    @classmethod
+    def open(
+        cls,
+        reactor: Any,
+        *,
+        database: str,
+        secrets: Secrets,
+        state: SharedState | None = None,
+        trusted_proxies: str = "",
+        db_threads: int | None = None,
+        run_migrations: bool = True,
+        passwords: Passwords | None = None,
+        clock: Any = None,
+    ) -> Lockgate:
+        """Start the database side (blocking: runs before any listener) and wire the app."""
+        clock = clock if clock is not None else reactor
+        engine, threads = make_engine(database, db_threads)
+        if run_migrations:
+            migrate.upgrade(engine)
+        db = DBRunner(reactor, engine, threads)
+        db.start()
+        state = state if state is not None else MemoryState(clock)
+        live = LiveSettings(db, state, Settings())
+        live.load_blocking()
+        live.listen()
+        addresses = ClientAddress(parse_networks(trusted_proxies.split(",")))
+        tokens = TokenCodec(secrets.jwt_key, clock)
+        passwords = passwords or Passwords(reactor)
+        passwords.start()
+        ctx = ConsoleContext(
+            reactor=reactor, clock=clock, db=db, state=state, live_settings=live, tokens=tokens,
+            passwords=passwords, addresses=addresses, throttle=Throttle(state, addresses),
+            sessions=Sessions(db, tokens),
+        )
+        return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=build_root(ctx))
+
+    def close(self) -> Deferred[None]:
+        self.ctx.live_settings.close()
+        self.ctx.passwords.stop()
+        d = self.state.stop()
+        d.addBoth(lambda _: self.db.stop())
+        return d

@@ -1,0 +1,62 @@
+"""``/healthz`` (the process answers) and ``/readyz`` (database reachable, schema current)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import text
+from twisted.logger import Logger
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+
+from gateway.store import migrate
+from gateway.store.pool import DBRunner
+
+log = Logger()
+
+
+def _json(request: Any, status: int, payload: dict[str, Any]) -> bytes:
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", b"application/json")
+    request.setHeader(b"cache-control", b"no-store")
+    return orjson.dumps(payload)
+
+
+class Healthz(Resource):
+    isLeaf = True
+
+    def render_GET(self, request: Any) -> bytes:
+        return _json(request, 200, {"status": "ok"})
+
+
+def _probe(conn: Any) -> bool:
+    conn.execute(text("SELECT 1"))
+    return migrate.is_current(conn)
+
+
+class Readyz(Resource):
+    isLeaf = True
+
+    def __init__(self, db: DBRunner) -> None:
+        super().__init__()
+        self._db = db
+
+    def render_GET(self, request: Any) -> Any:
+        d = self._db.transaction(_probe)
+
+        def answered(current: bool) -> None:
+            if current:
+                body = _json(request, 200, {"status": "ready"})
+            else:
+                body = _json(request, 503, {"status": "migrations pending"})
+            request.write(body)
+            request.finish()
+
+        def failed(failure: Any) -> None:
+            log.failure("readiness probe failed", failure)
+            request.write(_json(request, 503, {"status": "database unreachable"}))
+            request.finish()
+
+        d.addCallbacks(answered, failed)
+        return NOT_DONE_YET

@@ -1,0 +1,136 @@
+"""Command-line options of ``twistd lockgate``, with ``LOCKGATE_*`` environment fallbacks.
+
+Precedence: command line > environment > ``--config`` TOML file > built-in default.  Keeping the
+resolution here (and not scattered through makeService) means every option is documented once,
+in ``--help``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+from twisted.python import usage
+
+DEFAULT_LISTEN = "tcp:8080:interface=127.0.0.1"
+DEFAULT_DATABASE = "sqlite:///lockgate.sqlite3"
+DEFAULT_SECRET_FILE = "lockgate.secret"
+
+#: option name -> (environment variable, default)
+_SCALARS: dict[str, tuple[str, str | None]] = {
+    "database": ("LOCKGATE_DATABASE", DEFAULT_DATABASE),
+    "redis": ("LOCKGATE_REDIS", None),
+    "secret-file": ("LOCKGATE_SECRET_FILE", DEFAULT_SECRET_FILE),
+    "shutdown-grace": ("LOCKGATE_SHUTDOWN_GRACE", "10"),
+    "trusted-proxies": ("LOCKGATE_TRUSTED_PROXIES", ""),
+    "db-threads": ("LOCKGATE_DB_THREADS", None),
+}
+
+
+class Options(usage.Options):
+    """``twistd lockgate`` options."""
+
+    synopsis = "[options]"
+    longdesc = (
+        "Runs the Lockgate gateway (/v1, /v1beta) and console (/auth, /api). Every option can "
+        "also be set with the LOCKGATE_<NAME> environment variable (upper case, '-' -> '_'; "
+        "LOCKGATE_LISTEN takes space-separated endpoints) or in the --config TOML file "
+        "(same names as the long options; 'listen' is a list)."
+    )
+
+    optParameters = [
+        ["database", "d", None,
+         f"SQLAlchemy database URL (default {DEFAULT_DATABASE}, a SQLite file in the working "
+         "directory; use postgresql://user:pass@host/db for production)."],
+        ["redis", "r", None,
+         "Redis URL (redis://host:6379/0) for state shared between processes: rate limits, "
+         "routing counters, cache invalidation. Default: in-memory (single process)."],
+        ["secret-file", "s", None,
+         f"File holding the JWT and API-key hashing secret (default {DEFAULT_SECRET_FILE}); "
+         "generated with mode 0600 on first start if absent."],
+        ["config", "c", None, "TOML file with any of these options."],
+        ["shutdown-grace", None, None,
+         "Seconds in-flight requests may take to finish on shutdown (default 10)."],
+        ["trusted-proxies", None, None,
+         "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed."],
+        ["db-threads", None, None,
+         "Database worker threads (default 1 for SQLite, 8 otherwise)."],
+    ]
+    optFlags = [
+        ["no-migrate", None, "Do not apply database migrations on start."],
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self["listen"] = []
+
+    def opt_listen(self, endpoint: str) -> None:
+        """Endpoint string to listen on (repeatable; default tcp:8080:interface=127.0.0.1)."""
+        self["listen"].append(endpoint)
+
+    opt_l = opt_listen
+
+    def postOptions(self) -> None:
+        resolve(self, os.environ)
+
+
+def _load_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise usage.UsageError(f"cannot read --config {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise usage.UsageError(f"--config {path} is not valid TOML: {exc}") from exc
+    known = set(_SCALARS) | {"listen", "no-migrate"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise usage.UsageError(f"--config {path}: unknown option(s) {', '.join(unknown)}")
+    return data
+
+
+def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> None:
+    """Fill unset options from the environment, then the TOML file, then defaults."""
+    config_path = options.get("config") or environ.get("LOCKGATE_CONFIG")
+    file_values = _load_toml(config_path) if config_path else {}
+
+    for name, (env_name, default) in _SCALARS.items():
+        if options.get(name) is not None:
+            continue
+        if env_name in environ:
+            options[name] = environ[env_name]
+        elif name in file_values:
+            options[name] = str(file_values[name])
+        else:
+            options[name] = default
+
+    if not options.get("listen"):
+        if environ.get("LOCKGATE_LISTEN"):
+            options["listen"] = environ["LOCKGATE_LISTEN"].split()
+        elif file_values.get("listen"):
+            listen = file_values["listen"]
+            options["listen"] = [listen] if isinstance(listen, str) else list(listen)
+        else:
+            options["listen"] = [DEFAULT_LISTEN]
+
+    if not options.get("no-migrate"):
+        flag = environ.get("LOCKGATE_NO_MIGRATE", "") or str(file_values.get("no-migrate", ""))
+        options["no-migrate"] = flag.lower() in ("1", "true", "yes", "on")
+
+    try:
+        grace = float(options["shutdown-grace"])
+    except (TypeError, ValueError) as exc:
+        raise usage.UsageError("shutdown-grace must be a number of seconds") from exc
+    if grace < 0:
+        raise usage.UsageError("shutdown-grace must not be negative")
+    options["shutdown-grace"] = grace
+    if options.get("db-threads") is not None:
+        try:
+            threads = int(options["db-threads"])
+        except ValueError as exc:
+            raise usage.UsageError("db-threads must be a whole number") from exc
+        if not 1 <= threads <= 64:
+            raise usage.UsageError("db-threads must be between 1 and 64")
+        options["db-threads"] = threads

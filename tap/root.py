@@ -1,0 +1,30 @@
+"""The root resource: health probes, the console mounts, and the gateway prefixes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.web.resource import Resource
+
+from console.app import mount_console
+from console.context import ConsoleContext
+from console.static import JsonNotFound
+from tap.health import Healthz, Readyz
+
+
+class Root(Resource):
+    def getChild(self, path: bytes, request: Any) -> Resource:
+        return JsonNotFound()
+
+    def render(self, request: Any) -> bytes:
+        return JsonNotFound().render(request)
+
+
+def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None) -> Resource:
+    root = Root()
+    root.putChild(b"healthz", Healthz())
+    root.putChild(b"readyz", Readyz(ctx.db))
+    mount_console(root, ctx)
+    for prefix, resource in (gateway or {}).items():
+        root.putChild(prefix, resource)
+    return root

@@ -1,0 +1,72 @@
+"""``makeService`` for ``twistd lockgate``: the app, then the listeners; drain on stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application import strports
+from twisted.application.service import IService, MultiService
+from twisted.internet.defer import Deferred, DeferredList
+from twisted.logger import Logger
+
+from tap.app import Lockgate
+from tap.drain import CountingSite, InFlight
+from tap.options import Options
+from tap.secrets import load_or_create
+from tap.state_factory import open_state
+
+log = Logger()
+
+
+class LockgateService(MultiService):
+    """Opens the app on start (DB -> migrations -> state -> caches), then listens."""
+
+    def __init__(self, options: dict[str, Any], reactor: Any) -> None:
+        super().__init__()
+        self.options = options
+        self.reactor = reactor
+        self.app: Lockgate | None = None
+        self.in_flight = InFlight()
+
+    def startService(self) -> None:
+        secrets = load_or_create(self.options["secret-file"])
+        state = open_state(self.reactor, self.options.get("redis"))
+        self.app = Lockgate.open(
+            self.reactor, database=self.options["database"], secrets=secrets, state=state,
+            trusted_proxies=self.options.get("trusted-proxies") or "",
+            db_threads=self.options.get("db-threads"),
+            run_migrations=not self.options.get("no-migrate"),
+        )
+        d = state.start()
+        d.addCallback(lambda _: self._listen())
+        d.addErrback(self._failed)
+
+    def _listen(self) -> None:
+        assert self.app is not None
+        site = CountingSite(self.app.root, self.in_flight)
+        site.displayTracebacks = False
+        for endpoint in self.options["listen"]:
+            strports.service(endpoint, site).setServiceParent(self)
+        MultiService.startService(self)
+        log.info("Lockgate listening on {endpoints}", endpoints=", ".join(self.options["listen"]))
+
+    def _failed(self, failure: Any) -> None:
+        log.failure("Lockgate failed to start", failure)
+        self.reactor.stop()
+
+    def stopService(self) -> Deferred[None]:
+        listeners = [service.stopService() for service in list(self)
+                     if IService.providedBy(service) and service.running]
+        d: Deferred[Any] = DeferredList(listeners)
+        d.addCallback(lambda _: self.in_flight.drained(self.reactor, self.options["shutdown-grace"]))
+        if self.app is not None:
+            app = self.app
+            d.addCallback(lambda _: app.close())
+        d.addCallback(lambda _: setattr(self, "running", 0))
+        return d
+
+
+def makeService(options: Options) -> MultiService:
+    from twisted.internet import reactor
+
+    return LockgateService(dict(options), reactor)
