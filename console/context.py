@@ -14,6 +14,7 @@ from console.services.sessions import Sessions
 from console.services.throttle import Throttle
 from console.services.tokens import TokenCodec
 from gateway.client_ip import ClientAddress
+from gateway.invalidation import Invalidation
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
 from gateway.state.protocol import SharedState
@@ -33,8 +34,8 @@ class ConsoleContext:
     addresses: ClientAddress
     throttle: Throttle
     sessions: Sessions
-    #: hooks other parts register to drop their caches after catalog writes
-    invalidate: Any = None
+    #: announce catalog/key/user changes so every node's caches reload
+    invalidation: Invalidation
 
     @property
     def settings(self) -> Settings:

@@ -18,6 +18,7 @@ from console.services.sessions import Sessions
 from console.services.throttle import Throttle
 from console.services.tokens import TokenCodec
 from gateway.client_ip import ClientAddress, parse_networks
+from gateway.invalidation import Invalidation
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
 from gateway.state.memory import MemoryState
@@ -68,12 +69,13 @@ class Lockgate:
         ctx = ConsoleContext(
             reactor=reactor, clock=clock, db=db, state=state, live_settings=live, tokens=tokens,
             passwords=passwords, addresses=addresses, throttle=Throttle(state, addresses),
-            sessions=Sessions(db, tokens),
+            sessions=Sessions(db, tokens), invalidation=Invalidation(state),
         )
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=build_root(ctx))
 
     def close(self) -> Deferred[None]:
         self.ctx.live_settings.close()
+        self.ctx.invalidation.close()
         self.ctx.passwords.stop()
         d = self.state.stop()
         d.addBoth(lambda _: self.db.stop())

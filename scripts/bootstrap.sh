@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv (Python 3.11) and install Lockgate into it; extras given as $1 (e.g. "test").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=".venv/.installed-${1:-base}"
+if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  target="."
+  [ -n "${1:-}" ] && target=".[$1]"
+  # compat mode puts the repo root on sys.path so twistd finds twisted/plugins/lockgate.py
+  .venv/bin/python -m pip install -q -e "$target" --config-settings editable_mode=compat
+  touch "$stamp"
+fi
