@@ -15,7 +15,7 @@ from twisted.web.resource import Resource
 from console.context import ConsoleContext
 from console.routes.me import MeRoutes
 from console.routes.password_auth import PasswordAuthRoutes
-from console.routes.public import PublicRoutes
+from console.routes.public import PublicSettingsRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
 from console.static import JsonNotFound
@@ -23,7 +23,7 @@ from console.static import JsonNotFound
 #: (mount path, route group factory)
 MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/setup", SetupRoutes),
-    ("api/public", PublicRoutes),
+    ("api/public/settings", PublicSettingsRoutes),
     ("api/settings", SettingsRoutes),
     ("api/user/me", MeRoutes),
     ("auth/password", PasswordAuthRoutes),

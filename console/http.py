@@ -158,6 +158,6 @@ def make_app() -> Klein:
     """A Klein app whose unmatched paths and methods answer in the console's JSON shape."""
     app = Klein()
     app.url_map.strict_slashes = False
-    app.handle_errors(NotFound)(_not_found)
-    app.handle_errors(MethodNotAllowed)(_not_allowed)
+    app.handle_errors(NotFound)(_not_found)  # type: ignore[arg-type]
+    app.handle_errors(MethodNotAllowed)(_not_allowed)  # type: ignore[arg-type]
     return app

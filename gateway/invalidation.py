@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import secrets
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from twisted.internet.defer import ensureDeferred
 from twisted.logger import Logger
@@ -22,7 +23,7 @@ CATALOG = "lockgate:catalog"
 KEYS = "lockgate:keys"
 USERS = "lockgate:users"
 
-Reloader = Callable[[bytes], Awaitable[None]]
+Reloader = Callable[[bytes], Coroutine[Any, Any, None]]
 
 
 class Invalidation:

@@ -8,7 +8,6 @@ migrations with ``alembic revision --autogenerate`` instead.
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
 from alembic.autogenerate import produce_migrations, render_python_code
 from alembic.runtime.migration import MigrationContext
@@ -45,7 +44,8 @@ def main() -> None:
             script = produce_migrations(context, metadata)
             upgrade = render_python_code(script.upgrade_ops, render_as_batch=False)
             downgrade = render_python_code(script.downgrade_ops, render_as_batch=False)
-    body = HEADER + "def upgrade() -> None:\n" + upgrade + "\n\ndef downgrade() -> None:\n" + downgrade + "\n"
+    body = (HEADER + "def upgrade() -> None:\n" + upgrade
+            + "\n\ndef downgrade() -> None:\n" + downgrade + "\n")
     body = body.replace("sa.Text(), server_default=''", "sa.Text(), server_default=sa.text(\"''\")")
     target = MIGRATIONS / "versions" / "0001_initial.py"
     target.write_text(body)

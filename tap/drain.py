@@ -30,8 +30,19 @@ class InFlight:
             return succeed(None)
         waiter: Deferred[None] = Deferred()
         self._idle.append(waiter)
-        timer = clock.callLater(deadline, lambda: waiter.called or waiter.callback(None))
-        waiter.addBoth(lambda result: (timer.active() and timer.cancel(), result)[1])
+
+        def give_up() -> None:
+            if not waiter.called:
+                waiter.callback(None)
+
+        timer = clock.callLater(deadline, give_up)
+
+        def stop_timer(result: Any) -> Any:
+            if timer.active():
+                timer.cancel()
+            return result
+
+        waiter.addBoth(stop_timer)
         return waiter
 
 

@@ -25,7 +25,8 @@ class Secrets:
         def derive(label: bytes) -> bytes:
             return hmac.new(master, label, hashlib.sha256).digest()
 
-        return cls(jwt_key=derive(b"lockgate/jwt/v1"), api_key_hmac_key=derive(b"lockgate/api-key/v1"))
+        return cls(jwt_key=derive(b"lockgate/jwt/v1"),
+                   api_key_hmac_key=derive(b"lockgate/api-key/v1"))
 
 
 def load_or_create(path: str) -> Secrets:

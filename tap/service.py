@@ -58,7 +58,8 @@ class LockgateService(MultiService):
         listeners = [service.stopService() for service in list(self)
                      if IService.providedBy(service) and service.running]
         d: Deferred[Any] = DeferredList(listeners)
-        d.addCallback(lambda _: self.in_flight.drained(self.reactor, self.options["shutdown-grace"]))
+        grace = self.options["shutdown-grace"]
+        d.addCallback(lambda _: self.in_flight.drained(self.reactor, grace))
         if self.app is not None:
             app = self.app
             d.addCallback(lambda _: app.close())

@@ -1,4 +1,4 @@
-"""``/api/public/*``: what anyone may read without signing in (contract §3)."""
+"""``GET /api/public/settings``: the settings anyone may read (contract §3.1)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from console.http import json_route, make_app
 from console.services.settings_views import public_view
 
 
-class PublicRoutes:
+class PublicSettingsRoutes:
     app = make_app()
 
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
 
-    @app.route("/settings", methods=["GET"])
+    @app.route("/", methods=["GET"])
     @json_route
     async def settings(self, request: Any) -> dict[str, Any]:
         return public_view(self.ctx.settings)

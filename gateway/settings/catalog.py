@@ -125,13 +125,16 @@ def _http_url(key: str) -> Callable[[str], str]:
 
 
 def _specs() -> list[Spec]:
-    b, t, j = "bool", "text", "json"
+    b: Kind = "bool"
+    t: Kind = "text"
+    j: Kind = "json"
     return [
         Spec("site_name", t, "Lockgate", public=True, check=_site_name),
         Spec("site_description", t, "", public=True),
         Spec("base_url", t, "", public=True, check=_http_url("base_url")),
         Spec("icon_url", t, "", public=True, check=_http_url("icon_url")),
-        Spec("session_lifetime_hours", t, "168", check=int_range("session_lifetime_hours", 1, 8760)),
+        Spec("session_lifetime_hours", t, "168",
+             check=int_range("session_lifetime_hours", 1, 8760)),
         Spec("password_login_enabled", b, "true", public=True),
         Spec("password_registration_enabled", b, "true", public=True),
         Spec("email_verification_required", b, "false", public=True),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from twisted.internet.defer import Deferred
@@ -20,7 +20,7 @@ class LiveSettings:
         self.db = db
         self.state = state
         self.settings = settings
-        self._unsubscribe = None
+        self._unsubscribe: Callable[[], None] | None = None
 
     def load_blocking(self) -> None:
         self.settings.replace(self.db.blocking(read_all))
@@ -33,9 +33,7 @@ class LiveSettings:
             self._unsubscribe()
 
     def reload(self) -> Deferred[None]:
-        d = self.db.transaction(read_all)
-        d.addCallback(self.settings.replace)
-        return d
+        return self.db.transaction(read_all).addCallback(self.settings.replace)
 
     def _changed(self, _message: bytes) -> None:
         self.reload().addErrback(lambda f: log.failure("settings reload failed", f))

@@ -42,10 +42,12 @@ def default_group(conn: Connection, now: datetime) -> dict[str, Any]:
     row = conn.execute(select(g).where(g.c.name == DEFAULT_GROUP_NAME)).mappings().first()
     if row:
         return dict(row)
-    group_id = conn.execute(
+    inserted = conn.execute(
         g.insert().values(name=DEFAULT_GROUP_NAME, multiplier_nanos=1_000_000_000,
                           created_at=now, updated_at=now)
-    ).inserted_primary_key[0]
+    ).inserted_primary_key
+    assert inserted is not None
+    group_id = inserted[0]
     return dict(conn.execute(select(g).where(g.c.id == group_id)).mappings().one())
 
 
@@ -119,7 +121,7 @@ def create_user(
         group_id = default_group(conn, now)["id"]
     nested = conn.begin_nested()
     try:
-        user_id = conn.execute(
+        inserted = conn.execute(
             schema.users.insert().values(
                 username=username, email=email, password_hash=password_hash,
                 email_verified=email_verified, avatar_url="", balance_nanos=0,
@@ -127,7 +129,9 @@ def create_user(
                 is_admin=is_admin, enabled=True, token_version=0,
                 created_at=now, updated_at=now,
             )
-        ).inserted_primary_key[0]
+        ).inserted_primary_key
+        assert inserted is not None
+        user_id = inserted[0]
         nested.commit()
     except IntegrityError:
         nested.rollback()
