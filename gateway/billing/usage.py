@@ -1,0 +1,44 @@
+"""Normalised token counts of one request (gateway contract §10.2), the input to pricing.
+
+Protocol translators produce a ``Usage`` from whatever their upstream reported (or estimated);
+cost computation consumes it.  ``input`` is the TOTAL input including cache reads/writes and
+image/audio input; ``output`` includes image/audio output and reasoning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Usage:
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    image_in: int = 0
+    image_out: int = 0
+    audio_in: int = 0
+    audio_out: int = 0
+    #: reasoning tokens (already inside ``output``; informational)
+    reasoning: int = 0
+    #: True when counts were estimated because the upstream reported none
+    estimated: bool = False
+
+    def clamped(self) -> Usage:
+        """Negatives to 0; input covers cache and media input; output covers media output."""
+        fields = {name: max(0, getattr(self, name)) for name in (
+            "input", "output", "cache_read", "cache_write_5m", "cache_write_1h",
+            "image_in", "image_out", "audio_in", "audio_out", "reasoning")}
+        fields["input"] = max(
+            fields["input"],
+            fields["cache_read"] + fields["cache_write_5m"] + fields["cache_write_1h"],
+            fields["image_in"] + fields["audio_in"],
+        )
+        fields["output"] = max(fields["output"], fields["image_out"] + fields["audio_out"])
+        return replace(self, **fields)
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
