@@ -13,20 +13,41 @@ from typing import Any
 from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
+from console.routes.admin_users import AdminUserRoutes
+from console.routes.api_keys import ApiKeyRoutes, LegacyApiKeyRoutes
+from console.routes.catalog import CatalogRoutes
+from console.routes.channel_models import ChannelModelRoutes
+from console.routes.channels import ChannelRoutes
+from console.routes.groups import GroupRoutes
 from console.routes.me import MeRoutes
+from console.routes.models import ModelRoutes
 from console.routes.password_auth import PasswordAuthRoutes
+from console.routes.pricing import PricingRoutes
 from console.routes.public import PublicSettingsRoutes
+from console.routes.public_models import PublicModelsRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
+from console.routes.user_channels import UserChannelRoutes
 from console.static import JsonNotFound
 
 #: (mount path, route group factory)
 MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/setup", SetupRoutes),
+    ("api/groups", GroupRoutes),
+    ("api/users", AdminUserRoutes),
+    ("api/user-channels", UserChannelRoutes),
+    ("api/channels", ChannelRoutes),
+    ("api/channel-models", ChannelModelRoutes),
+    ("api/models", ModelRoutes),
     ("api/public/settings", PublicSettingsRoutes),
     ("api/settings", SettingsRoutes),
     ("api/user/me", MeRoutes),
     ("auth/password", PasswordAuthRoutes),
+    ("api/user/api-keys", ApiKeyRoutes),
+    ("api/user/api-key", LegacyApiKeyRoutes),
+    ("api/user/catalog", CatalogRoutes),
+    ("api/public/models", PublicModelsRoutes),
+    ("api/pricing", PricingRoutes),
 ]
 
 

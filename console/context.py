@@ -13,8 +13,11 @@ from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
 from console.services.tokens import TokenCodec
+from gateway.catalog.cache import CatalogCache
+from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress
 from gateway.invalidation import Invalidation
+from gateway.keys import KeyHasher
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
 from gateway.state.protocol import SharedState
@@ -36,6 +39,14 @@ class ConsoleContext:
     sessions: Sessions
     #: announce catalog/key/user changes so every node's caches reload
     invalidation: Invalidation
+    #: HMAC of API keys (what is stored and looked up)
+    key_hasher: KeyHasher
+    #: the routing catalog in memory (reloaded on CATALOG announcements)
+    catalog: CatalogCache
+    #: API key records by hash (dropped on KEYS announcements)
+    keys: KeyCache
+    #: this process's node name (``LOCKGATE_NODE_NAME``); multi-node mode requires one
+    node_name: str = ""
 
     @property
     def settings(self) -> Settings:

@@ -85,30 +85,43 @@ def write_json(request: IRequest, status: int, payload: Any) -> bytes:
     return orjson.dumps(payload)
 
 
-def read_json(request: IRequest, *, limit: int = DEFAULT_BODY_LIMIT, optional: bool = False) -> Any:
-    """Parse the request body as JSON; 413 over ``limit``; 400 when malformed."""
+def _read_raw(request: IRequest, limit: int) -> bytes:
     content = request.content
     content.seek(0, 2)
     size = content.tell()
     if size > limit:
         raise ApiError(413, f"request body exceeds {limit} bytes")
     content.seek(0)
-    raw = content.read()
-    if not raw.strip():
-        if optional:
-            return None
-        raise bad_request("request body must be a JSON object")
+    return content.read()
+
+
+def _parse(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise bad_request(f"malformed JSON: {exc.msg} at position {exc.pos}") from None
 
 
+def read_json(request: IRequest, *, limit: int = DEFAULT_BODY_LIMIT, optional: bool = False) -> Any:
+    """Parse the request body as JSON; 413 over ``limit``; 400 when malformed."""
+    raw = _read_raw(request, limit)
+    if not raw.strip():
+        if optional:
+            return None
+        raise bad_request("request body must be a JSON object")
+    return _parse(raw)
+
+
 def read_object(request: IRequest, *, limit: int = DEFAULT_BODY_LIMIT,
                 optional: bool = False) -> dict[str, Any]:
-    body = read_json(request, limit=limit, optional=optional)
-    if body is None:
-        return {}
+    """The body as a JSON object; with ``optional`` an empty body is ``{}`` (a JSON
+    ``null`` is still refused: it is a value, not an absent body)."""
+    raw = _read_raw(request, limit)
+    if not raw.strip():
+        if optional:
+            return {}
+        raise bad_request("request body must be a JSON object")
+    body = _parse(raw)
     if not isinstance(body, dict):
         raise bad_request("request body must be a JSON object")
     return body

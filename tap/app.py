@@ -6,6 +6,7 @@ wiring (in-memory or temporary databases, real resources).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,11 @@ from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
 from console.services.tokens import TokenCodec
+from gateway.catalog.cache import CatalogCache
+from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress, parse_networks
 from gateway.invalidation import Invalidation
+from gateway.keys import KeyHasher
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
 from gateway.state.memory import MemoryState
@@ -50,6 +54,7 @@ class Lockgate:
         run_migrations: bool = True,
         passwords: Passwords | None = None,
         clock: Any = None,
+        node_name: str | None = None,
     ) -> Lockgate:
         """Start the database side (blocking: runs before any listener) and wire the app."""
         clock = clock if clock is not None else reactor
@@ -66,10 +71,19 @@ class Lockgate:
         tokens = TokenCodec(secrets.jwt_key, clock)
         passwords = passwords or Passwords(reactor)
         passwords.start()
+        invalidation = Invalidation(state)
+        catalog = CatalogCache(db)
+        catalog.load_blocking()
+        catalog.listen(invalidation)
+        keys = KeyCache(db, clock)
+        keys.listen(invalidation)
         ctx = ConsoleContext(
             reactor=reactor, clock=clock, db=db, state=state, live_settings=live, tokens=tokens,
             passwords=passwords, addresses=addresses, throttle=Throttle(state, addresses),
-            sessions=Sessions(db, tokens), invalidation=Invalidation(state),
+            sessions=Sessions(db, tokens), invalidation=invalidation,
+            key_hasher=KeyHasher(secrets.api_key_hmac_key), catalog=catalog, keys=keys,
+            node_name=(node_name if node_name is not None
+                       else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
         )
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=build_root(ctx))
 

@@ -9,6 +9,7 @@ from twisted.application.service import IService, MultiService
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
+from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight
 from tap.options import Options
@@ -43,7 +44,7 @@ class LockgateService(MultiService):
 
     def _listen(self) -> None:
         assert self.app is not None
-        site = CountingSite(self.app.root, self.in_flight)
+        site = CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter)
         site.displayTracebacks = False
         for endpoint in self.options["listen"]:
             strports.service(endpoint, site).setServiceParent(self)

@@ -89,7 +89,7 @@ class PasswordAuthRoutes:
             user, relations = await self.ctx.db.transaction(_register, fields, self.ctx.now())
         except user_store.UniqueViolation as exc:
             raise bad_request(f"{exc.field} already exists", field=exc.field) from None
-        request.addCookie(REFERRAL_COOKIE, b"", path=b"/auth", max_age=0, httpOnly=True,
+        request.addCookie(REFERRAL_COOKIE, b"", path=b"/auth", max_age=b"0", httpOnly=True,
                           sameSite="lax")
         return {"token": self.ctx.issue_token(user), "user": user_view(user, relations)}
 

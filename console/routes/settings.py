@@ -1,4 +1,8 @@
-"""``GET/PUT /api/settings`` (admin): validated all-or-nothing, secrets write-only (§5.4)."""
+"""``GET/PUT /api/settings`` (admin): validated all-or-nothing, secrets write-only (§5.4).
+
+PUT is a partial update: only the keys present change; the whole body is validated before the
+one transaction that writes it, and every node reloads afterwards.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ class SettingsRoutes:
     @json_route
     async def show(self, request: Any) -> dict[str, Any]:
         await self.ctx.sessions.admin(request)
-        return admin_view(self.ctx.settings)
+        return admin_view(self.ctx.settings, self.ctx.node_name)
 
     @app.route("/", methods=["PUT"])
     @json_route
@@ -28,9 +32,9 @@ class SettingsRoutes:
         await self.ctx.sessions.admin(request)
         body = read_object(request)
         try:
-            rows = self.ctx.settings.validate_update(body)
+            rows = self.ctx.settings.validate_update(body, node_name=self.ctx.node_name)
         except SettingError as exc:
             raise ApiError(400, str(exc), field=exc.key) from None
         if rows:
             await self.ctx.live_settings.save(rows, self.ctx.now())
-        return admin_view(self.ctx.settings)
+        return admin_view(self.ctx.settings, self.ctx.node_name)

@@ -2,14 +2,18 @@
 
 Settings are stored as text rows (``settings`` table).  This catalog is the single place that
 says how each key is read, what it defaults to, whether it is secret (never returned), public
-(shown on ``/api/public/settings``) or read-only, and how a PUT value is normalised.  Unknown
-keys are refused on PUT rather than stored.
+(shown on ``/api/public/settings``), read-only (derived, ignored on PUT) or internal (never
+shown, never accepted), and how a PUT value is normalised.  Unknown keys are refused on PUT
+rather than stored.  The key lists live in ``catalog_site`` / ``catalog_auth`` /
+``catalog_ops`` / ``catalog_payment`` (one module per area); the PUT planner is
+``catalog_update`` and the secrets nested in JSON settings are handled by ``catalog_secrets``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 import orjson
@@ -28,17 +32,26 @@ class SettingError(ValueError):
         self.key = key
 
 
+Check = Callable[[str], str]
+
+
 @dataclass(frozen=True)
 class Spec:
     key: str
     kind: Kind
     #: default as stored text
     default: str = ""
+    #: never returned by any GET; a blank PUT value keeps the stored one
     secret: bool = False
+    #: never returned by any GET, but a blank PUT value is stored (clears it)
+    writeonly: bool = False
     public: bool = False
+    #: derived on read; ignored when a PUT body carries it (admin UIs send the GET object back)
     readonly: bool = False
+    #: bookkeeping rows written by the server itself: never shown, refused on PUT
+    internal: bool = False
     #: normalise a PUT value (already converted to stored text); raise SettingError to refuse
-    check: Callable[[str], str] | None = None
+    check: Check | None = None
 
 
 def parse_bool(text: str | None, default: bool) -> bool:
@@ -57,45 +70,61 @@ def to_stored_text(spec: Spec, value: Any) -> str:
     if spec.kind == "bool":
         if isinstance(value, bool):
             return "true" if value else "false"
+        if isinstance(value, int) and value in (0, 1):
+            return "true" if value else "false"
         if isinstance(value, str) and value.strip().lower() in TRUE_WORDS | FALSE_WORDS:
             return "true" if value.strip().lower() in TRUE_WORDS else "false"
         raise SettingError(spec.key, f"{spec.key} must be a boolean")
     if spec.kind == "json":
         if isinstance(value, str):
-            text = value.strip()
-            if text:
-                try:
-                    orjson.loads(text)
-                except orjson.JSONDecodeError:
-                    raise SettingError(spec.key, f"{spec.key} must be valid JSON") from None
-            return text
+            return value.strip()
         if isinstance(value, (list, dict)):
             return orjson.dumps(value).decode()
         raise SettingError(spec.key, f"{spec.key} must be JSON (an array, object or JSON text)")
     if isinstance(value, bool):
         raise SettingError(spec.key, f"{spec.key} must be a string")
-    if isinstance(value, (int, float)):
-        return repr(value) if isinstance(value, float) else str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format(Decimal(repr(value)), "f")
     if not isinstance(value, str):
         raise SettingError(spec.key, f"{spec.key} must be a string")
     return value.strip()
 
 
-def int_range(key: str, low: int, high: int, message: str | None = None) -> Callable[[str], str]:
+# --- checks shared by the area modules -------------------------------------------------------
+
+def int_range(key: str, low: int, high: int | None = None, message: str | None = None) -> Check:
     def check(text: str) -> str:
         try:
-            number = int(text)
-        except ValueError:
-            raise SettingError(key, message or f"{key} must be a whole number") from None
-        if not low <= number <= high:
-            raise SettingError(key, message or f"{key} must be between {low} and {high}")
-        return str(number)
+            number = Decimal(text)
+        except InvalidOperation:
+            number = Decimal("NaN")
+        if not number.is_finite() or number != number.to_integral_value():
+            raise SettingError(key, message or f"{key} must be a whole number")
+        whole = int(number)
+        if whole < low or (high is not None and whole > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise SettingError(key, message or f"{key} must be {bound}")
+        return str(whole)
 
     return check
 
 
-def one_of(key: str, values: tuple[str, ...], message: str, empty: str | None = None
-           ) -> Callable[[str], str]:
+def non_negative_decimal(key: str) -> Check:
+    def check(text: str) -> str:
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            raise SettingError(key, f"{key} must be a number") from None
+        if not number.is_finite() or number < 0:
+            raise SettingError(key, f"{key} must be a number of at least 0")
+        return text
+
+    return check
+
+
+def one_of(key: str, values: tuple[str, ...], message: str, empty: str | None = None) -> Check:
     def check(text: str) -> str:
         word = text.strip().lower()
         if not word and empty is not None:
@@ -107,78 +136,96 @@ def one_of(key: str, values: tuple[str, ...], message: str, empty: str | None = 
     return check
 
 
-def _site_name(text: str) -> str:
-    if not text:
-        raise SettingError("site_name", "Site name is required")
-    if len(text) > 80:
-        raise SettingError("site_name", "Site name is too long")
-    return text
+def normalised_choice(values: dict[str, str], fallback: str) -> Check:
+    """Map accepted spellings to their stored form; anything else becomes ``fallback``."""
 
-
-def _http_url(key: str) -> Callable[[str], str]:
     def check(text: str) -> str:
-        if text and not (text.startswith("http://") or text.startswith("https://")):
+        return values.get(text.strip().lower(), fallback)
+
+    return check
+
+
+def is_http_url(text: str) -> bool:
+    lowered = text.lower()
+    return (lowered.startswith("http://") or lowered.startswith("https://")) and len(text) > 8
+
+
+def http_url(key: str) -> Check:
+    def check(text: str) -> str:
+        if text and not is_http_url(text):
             raise SettingError(key, f"{key} must be an http(s) URL")
         return text
 
     return check
 
 
-def _specs() -> list[Spec]:
-    b: Kind = "bool"
-    t: Kind = "text"
-    j: Kind = "json"
-    return [
-        Spec("site_name", t, "Lockgate", public=True, check=_site_name),
-        Spec("site_description", t, "", public=True),
-        Spec("base_url", t, "", public=True, check=_http_url("base_url")),
-        Spec("icon_url", t, "", public=True, check=_http_url("icon_url")),
-        Spec("session_lifetime_hours", t, "168",
-             check=int_range("session_lifetime_hours", 1, 8760)),
-        Spec("password_login_enabled", b, "true", public=True),
-        Spec("password_registration_enabled", b, "true", public=True),
-        Spec("email_verification_required", b, "false", public=True),
-        Spec("password_hcaptcha_enabled", b, "false", public=True),
-        Spec("hcaptcha_site_key", t, "", public=True),
-        Spec("hcaptcha_secret", t, "", secret=True),
-        Spec("auth_agreement_mode", t, "notice", public=True,
-             check=one_of("auth_agreement_mode", ("notice", "checkbox"),
-                          "Invalid auth agreement mode", empty="notice")),
-        Spec("privacy_policy", t, "", public=True),
-        Spec("terms", t, "", public=True),
-        Spec("privacy_policy_url", t, "", public=True, check=_http_url("privacy_policy_url")),
-        Spec("terms_url", t, "", public=True, check=_http_url("terms_url")),
-        Spec("registration_email_suffixes", t, "", public=True),
-        Spec("registration_email_routing", j, "[]"),
-        Spec("oidc_enabled", b, "false", public=True),
-        Spec("passkey_enabled", b, "false", public=True),
-        Spec("token_api_enabled", b, "true", public=True),
-        Spec("rate_limit_enabled", b, "true", public=True),
-        Spec("rate_limit_requests_per_minute", t, "60", public=True,
-             check=int_range("rate_limit_requests_per_minute", 0, 1_000_000)),
-        Spec("rate_limit_burst", t, "10", public=True,
-             check=int_range("rate_limit_burst", 0, 1_000_000)),
-        Spec("pricing_endpoint_enabled", b, "false", public=True),
-        Spec("status_monitor_enabled", b, "false", public=True),
-        Spec("ssrf_protection_enabled", b, "true", public=True),
-        Spec("ssrf_allow_private_networks", b, "false", public=True),
-        Spec("ssrf_allowed_hosts", t, ""),
-        Spec("group_multiplier_mode", t, "min", public=True,
-             check=one_of("group_multiplier_mode", ("min", "max", "high", "higher"),
-                          "group_multiplier_mode must be min or max")),
-        Spec("smtp_host", t, ""),
-        Spec("smtp_port", t, "587", check=int_range("smtp_port", 1, 65535)),
-        Spec("smtp_username", t, ""),
-        Spec("smtp_password", t, "", secret=True),
-        Spec("smtp_from", t, ""),
-    ]
+def max_length(key: str, limit: int, message: str | None = None) -> Check:
+    def check(text: str) -> str:
+        if len(text) > limit:
+            raise SettingError(key, message or f"{key} must be at most {limit} characters")
+        return text
+
+    return check
 
 
-SPECS: dict[str, Spec] = {spec.key: spec for spec in _specs()}
+def json_shaped(key: str, shape: type, message: str) -> Check:
+    """JSON text whose top level is ``shape`` (list or dict); blank is allowed."""
 
-#: spec names accepted on PUT as aliases of stored keys (contract §5.4)
-ALIASES: dict[str, str] = {
-    "registration_enabled": "password_registration_enabled",
-    "logo_url": "icon_url",
-    "status_page_enabled": "status_monitor_enabled",
-}
+    def check(text: str) -> str:
+        if not text:
+            return text
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise SettingError(key, message) from None
+        if not isinstance(value, shape):
+            raise SettingError(key, message)
+        return orjson.dumps(value).decode()
+
+    return check
+
+
+def string_array(key: str, message: str) -> Check:
+    shaped = json_shaped(key, list, message)
+
+    def check(text: str) -> str:
+        text = shaped(text)
+        if text and not all(isinstance(item, (str, int, float)) and not isinstance(item, bool)
+                            for item in orjson.loads(text)):
+            raise SettingError(key, message)
+        return text
+
+    return check
+
+
+def _catalog() -> tuple[dict[str, Spec], dict[str, str]]:
+    from gateway.settings import catalog_auth, catalog_ops, catalog_payment, catalog_site
+
+    specs: dict[str, Spec] = {}
+    for spec in (*catalog_site.specs(), *catalog_auth.specs(), *catalog_ops.specs(),
+                 *catalog_payment.specs()):
+        if spec.key in specs:
+            raise RuntimeError(f"setting {spec.key} is defined twice")
+        specs[spec.key] = spec
+    return specs, {
+        "registration_enabled": "password_registration_enabled",
+        "logo_url": "icon_url",
+        "status_page_enabled": "status_monitor_enabled",
+    }
+
+
+SPECS, ALIASES = _catalog()
+"""``SPECS``: key -> spec.  ``ALIASES``: spec names accepted on PUT for stored keys (§5.4)."""
+
+#: PUT prefix alias (contract D16): ``check_in_enabled`` -> ``checkin_enabled``
+PREFIX_ALIASES: dict[str, str] = {"check_in_": "checkin_"}
+
+
+def resolve_key(given: str) -> str:
+    """The stored key a PUT body name refers to (aliases applied; may be unknown)."""
+    if given in ALIASES:
+        return ALIASES[given]
+    for prefix, target in PREFIX_ALIASES.items():
+        if given.startswith(prefix):
+            return target + given[len(prefix):]
+    return given

@@ -16,7 +16,8 @@ import orjson
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from gateway.settings.catalog import ALIASES, SPECS, SettingError, parse_bool, to_stored_text
+from gateway.settings.catalog import SPECS, parse_bool
+from gateway.settings.catalog_update import plan_update
 from gateway.store import schema
 from gateway.store.upsert import upsert_setting
 
@@ -73,25 +74,9 @@ class Settings:
         except orjson.JSONDecodeError:
             return fallback
 
-    def validate_update(self, body: Mapping[str, Any]) -> dict[str, str]:
+    def validate_update(self, body: Mapping[str, Any], *, node_name: str = "") -> dict[str, str]:
         """Check a PUT body and return the rows to write; raises SettingError, writes nothing."""
-        rows: dict[str, str] = {}
-        for given_key, value in body.items():
-            key = ALIASES.get(given_key, given_key)
-            spec = SPECS.get(key)
-            if spec is None:
-                raise SettingError(given_key, f"Unknown setting {given_key}")
-            if spec.readonly:
-                raise SettingError(given_key, f"{given_key} is read-only")
-            if value is None:
-                raise SettingError(given_key, f"{given_key} must not be null")
-            text = to_stored_text(spec, value)
-            if spec.secret and text == "":
-                continue  # a blank secret keeps the stored value
-            if spec.check is not None:
-                text = spec.check(text)
-            rows[key] = text
-        return rows
+        return plan_update(body, self.raw, node_name=node_name)
 
 
 def write_rows(conn: Connection, rows: Mapping[str, str], now: datetime) -> None:

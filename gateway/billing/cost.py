@@ -1,0 +1,244 @@
+"""The price of one request: measured ``Usage`` * a model's prices * the caller's multipliers.
+
+Pure and exact (``Decimal`` only, no floats, no I/O) so that the same function prices the
+admission estimate, the settlement and the console's "what would this cost" views, and so that
+it can be tested with worked examples and properties.  Rules: gateway contract §10.4 and console
+contract §5.9 (price tiers).  Prices are per 1,000,000 tokens; the only rounding is the final
+cost to nano-units (half-even), so multipliers compose without drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from typing import Any
+
+from gateway.billing.money import NANO, from_nanos, to_nanos
+from gateway.billing.tiers import canonical_condition
+from gateway.billing.usage import Usage
+
+PER = Decimal(1_000_000)
+ONE = Decimal(1)
+#: enough digits that no product of token counts, prices and multipliers is ever rounded
+EXACT = Context(prec=80)
+
+#: dimension name -> stored price column prefix (``<prefix>_nanos``, ``<prefix>_tiers``)
+DIMENSIONS: dict[str, str] = {
+    "input": "input_price",
+    "cached_input": "cached_input_price",
+    "cache_write_5m": "cache_write_input_price",
+    "cache_write_1h": "cache_write_1h_input_price",
+    "output": "output_price",
+    "image_input": "image_input_price",
+    "image_output": "image_output_price",
+    "audio_input": "audio_input_price",
+    "audio_output": "audio_output_price",
+}
+
+#: tier conditions that mean "the dimension's own token count" (progressive brackets)
+DEFAULT_CONDITIONS = frozenset({"", "current_tokens"})
+QUOTA_TOKENS = 0
+QUOTA_PER_CALL = 1
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One normalised tier entry (``gateway/billing/tiers.py`` does the normalising)."""
+
+    min_tokens: int
+    price: Decimal
+    condition: str = ""
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> Tier:
+        return cls(int(item.get("min_tokens") or 0), Decimal(str(item.get("price") or "0")),
+                   canonical_condition(str(item.get("condition") or "")))
+
+
+@dataclass(frozen=True)
+class PriceSet:
+    """Per-1M prices of one model as billed (global price with channel-config overrides)."""
+
+    input: Decimal = Decimal(0)
+    output: Decimal = Decimal(0)
+    cached_input: Decimal = Decimal(0)
+    cache_write_5m: Decimal = Decimal(0)
+    cache_write_1h: Decimal = Decimal(0)
+    image_input: Decimal = Decimal(0)
+    image_output: Decimal = Decimal(0)
+    audio_input: Decimal = Decimal(0)
+    audio_output: Decimal = Decimal(0)
+    #: dimension name -> tiers sorted by min_tokens (absent/empty = flat price)
+    tiers: Mapping[str, tuple[Tier, ...]] = field(default_factory=dict)
+    quota_type: int = QUOTA_TOKENS
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> PriceSet:
+        """Build from a ``models`` row (``*_nanos`` prices, ``*_tiers`` JSON lists)."""
+        prices = {dim: from_nanos(int(row.get(f"{col}_nanos") or 0))
+                  for dim, col in DIMENSIONS.items()}
+        tiers = {dim: parse_tiers(row.get(f"{col}_tiers")) for dim, col in DIMENSIONS.items()}
+        quota_type = int(row.get("quota_type") or 0)
+        return cls(**prices, tiers={d: t for d, t in tiers.items() if t},
+                   quota_type=quota_type if quota_type in (0, 1, 100) else 0)
+
+    def price(self, dimension: str) -> Decimal:
+        return getattr(self, dimension)  # type: ignore[no-any-return]
+
+    def tiers_of(self, dimension: str) -> tuple[Tier, ...]:
+        return tuple(self.tiers.get(dimension, ()))
+
+    def dedicated(self, dimension: str) -> bool:
+        """True when the model prices ``dimension`` itself (a non-zero base or tier price)."""
+        return self.price(dimension) > 0 or any(t.price > 0 for t in self.tiers_of(dimension))
+
+    def as_json(self) -> dict[str, Any]:
+        """Wire/log form: decimal strings per stored price name, plus the tiers used."""
+        out: dict[str, Any] = {"quota_type": self.quota_type}
+        for dim, col in DIMENSIONS.items():
+            out[col] = format(self.price(dim).normalize(), "f")
+            if self.tiers_of(dim):
+                out[f"{col}_tiers"] = [
+                    {"min_tokens": t.min_tokens, "price": format(t.price.normalize(), "f"),
+                     "condition": t.condition} for t in self.tiers_of(dim)]
+        return out
+
+
+def parse_tiers(value: Iterable[Mapping[str, Any]] | None) -> tuple[Tier, ...]:
+    """Normalised JSON tier list -> Tiers sorted by min_tokens (None/empty -> no tiers)."""
+    if not value:
+        return ()
+    return tuple(sorted((Tier.from_json(item) for item in value),
+                        key=lambda t: (t.min_tokens, t.condition)))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one request costs, with the numbers that explain it (kept in the usage log)."""
+
+    #: exact sum of count * price / 1M before multipliers (not rounded)
+    base_cost: Decimal
+    #: base * group * user channel, rounded once to nano-units
+    cost: Decimal
+    group_multiplier: Decimal
+    user_channel_multiplier: Decimal
+    #: priced token count per dimension (after carving image/audio and cache out of input)
+    counts: Mapping[str, int]
+    formula: str
+    quota_type: int = QUOTA_TOKENS
+
+    @property
+    def cost_nanos(self) -> int:
+        return to_nanos(self.cost)
+
+    @property
+    def base_cost_nanos(self) -> int:
+        return to_nanos(self.base_cost)
+
+
+def _num(value: Decimal) -> str:
+    text = format(value.normalize(), "f") if value else "0"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _dimension_cost(count: int, base: Decimal, tiers: tuple[Tier, ...],
+                    metrics: Mapping[str, int]) -> tuple[Decimal, str]:
+    """sum of price * tokens for one dimension (before / 1M) and its formula fragment."""
+    if not tiers:
+        return count * base, f"{count} * {_num(base)}"
+    if all(t.condition in DEFAULT_CONDITIONS for t in tiers):
+        # progressive brackets over this dimension's own count
+        total = Decimal(0)
+        parts: list[str] = []
+        bounds = [(0, base)] + [(t.min_tokens, t.price) for t in tiers]
+        for i, (start, price) in enumerate(bounds):
+            end = bounds[i + 1][0] if i + 1 < len(bounds) else None
+            upper = count if end is None else min(count, end)
+            tokens = max(0, upper - start)
+            if tokens:
+                total += tokens * price
+                parts.append(f"{tokens} * {_num(price)}")
+        return total, " + ".join(parts) if parts else f"0 * {_num(base)}"
+    # a single price chosen by the largest threshold whose condition metric reaches it
+    chosen = base
+    label = "base"
+    for tier in tiers:  # sorted ascending by min_tokens: the last match is the largest
+        metric = metrics.get(tier.condition, count)
+        if metric >= tier.min_tokens:
+            chosen = tier.price
+            label = f"tier {tier.condition or 'current_tokens'} >= {tier.min_tokens}"
+    return count * chosen, f"{count} * {_num(chosen)} ({label})"
+
+
+def _counts(usage: Usage, prices: PriceSet) -> dict[str, int]:
+    u = usage.clamped()
+    image_in = u.image_in if prices.dedicated("image_input") else 0
+    audio_in = u.audio_in if prices.dedicated("audio_input") else 0
+    image_out = u.image_out if prices.dedicated("image_output") else 0
+    audio_out = u.audio_out if prices.dedicated("audio_output") else 0
+    cache = u.cache_read + u.cache_write_5m + u.cache_write_1h
+    return {
+        "input": max(0, u.input - cache - image_in - audio_in),
+        "cached_input": u.cache_read,
+        "cache_write_5m": u.cache_write_5m,
+        "cache_write_1h": u.cache_write_1h,
+        "output": max(0, u.output - image_out - audio_out),
+        "image_input": image_in,
+        "image_output": image_out,
+        "audio_input": audio_in,
+        "audio_output": audio_out,
+    }
+
+
+def base_cost(usage: Usage, prices: PriceSet) -> tuple[Decimal, dict[str, int], str]:
+    """The exact pre-multiplier cost, the priced counts and the formula's first half."""
+    with localcontext(EXACT):
+        if prices.quota_type == QUOTA_PER_CALL:
+            out = usage.clamped().output
+            units = max(1, -(-out // 1_000_000))
+            return (prices.output * units, {"calls": units},
+                    f"{units} call(s) * {_num(prices.output)}")
+        counts = _counts(usage, prices)
+        u = usage.clamped()
+        metrics = {
+            "full_input_tokens": u.input,
+            "full_request_tokens": u.input + u.output,
+            "billable_input_tokens": counts["input"],
+            "billable_output_tokens": counts["output"],
+        }
+        total = Decimal(0)
+        parts: list[str] = []
+        for dim in DIMENSIONS:
+            count = counts[dim]
+            if not count:
+                continue
+            amount, text = _dimension_cost(count, prices.price(dim), prices.tiers_of(dim),
+                                           metrics)
+            total += amount
+            parts.append(f"{dim} {text}")
+        base = total / PER
+        formula = f"({' + '.join(parts)}) / 1M" if parts else "0"
+        return base, counts, formula
+
+
+def with_multipliers(base: Decimal, group_multiplier: Decimal,
+                     user_channel_multiplier: Decimal, *, counts: Mapping[str, int] | None = None,
+                     formula: str = "", quota_type: int = QUOTA_TOKENS) -> Cost:
+    """Apply the multipliers to an exact base cost and round once (also used by video billing)."""
+    with localcontext(EXACT):
+        exact = base * group_multiplier * user_channel_multiplier
+        cost = exact.quantize(NANO, rounding=ROUND_HALF_EVEN)
+    text = (f"{formula or _num(base)} = {_num(base)}; * group {_num(group_multiplier)}"
+            f" * channel {_num(user_channel_multiplier)} = {_num(cost)}")
+    return Cost(base_cost=base, cost=cost, group_multiplier=group_multiplier,
+                user_channel_multiplier=user_channel_multiplier, counts=dict(counts or {}),
+                formula=text, quota_type=quota_type)
+
+
+def compute_cost(usage: Usage, prices: PriceSet, group_multiplier: Decimal = ONE,
+                 user_channel_multiplier: Decimal = ONE) -> Cost:
+    """Cost of a measured request (quota types 0 and 1; type 100 uses ``with_multipliers``)."""
+    base, counts, formula = base_cost(usage, prices)
+    return with_multipliers(base, group_multiplier, user_channel_multiplier, counts=counts,
+                            formula=formula, quota_type=prices.quota_type)

@@ -1,0 +1,400 @@
+"""The upstream HTTP client: ``twisted.web.client.Agent`` with a persistent pool, nothing between.
+
+Why each piece exists (DESIGN.md "The /v1 path" and its Gotchas):
+
+- ``Agent`` + ``HTTPConnectionPool(persistent=True)`` directly, not treq: treq's wrapper layers
+  cost ~40% of a relay's CPU.  The pool's ``maxPersistentPerHost`` defaults to 2, which would
+  make every burst open fresh TCP (and TLS) connections, so it is raised here.
+- ``maxPersistentPerHost`` only caps *idle* connections; ``max_concurrent_per_host`` is an
+  optional ``DeferredSemaphore`` per (scheme, host, port) that bounds requests in flight.  A
+  slot is held until the response body has been delivered, read, or aborted.
+- ``first_byte_timeout`` covers connect + sending + response headers: the Agent's Deferred is
+  cancelled (which closes the connection) and the caller gets ``UpstreamTimeout``, a failure it
+  may fail over on.  Body time is not covered: streams have no total cap.
+- The body goes to our own ``IProtocol`` (``UpstreamResponse.deliver``), never ``treq.collect``:
+  cancelling ``collect`` leaves the socket open, while ``abort()`` here calls the transport's
+  ``stopProducing()`` which closes it.  ``pause()``/``resume()`` map to the transport's
+  ``pauseProducing()``/``resumeProducing()`` so a slow client slows the upstream (backpressure).
+- An idle timer per body (no bytes for ``idle_timeout`` seconds -> abort, ``UpstreamTimeout``):
+  a stalled upstream must not hold a client, a socket and a reservation forever.  The timer
+  only records a timestamp per chunk and re-arms itself when it fires, so the per-chunk cost
+  is one ``clock.seconds()`` call.
+- Every timer uses the injected ``clock`` (the reactor by default) so tests drive time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from twisted.internet.defer import (
+    CancelledError,
+    Deferred,
+    DeferredSemaphore,
+    fail,
+    succeed,
+)
+from twisted.internet.interfaces import IDelayedCall
+from twisted.internet.protocol import Protocol as TwistedProtocol
+from twisted.python.failure import Failure
+from twisted.web.client import URI, Agent, HTTPConnectionPool, ResponseDone
+from twisted.web.http import PotentialDataLoss
+from twisted.web.http_headers import Headers
+from twisted.web.iweb import UNKNOWN_LENGTH, IBodyProducer, IResponse
+from zope.interface import implementer
+
+
+class UpstreamError(Exception):
+    """Base of every failure this client reports."""
+
+
+class UpstreamUnavailable(UpstreamError):
+    """No response headers: connection refused, DNS failure, reset before the answer."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """``phase`` is ``"first_byte"`` (connect + headers) or ``"idle"`` (body stalled)."""
+
+    def __init__(self, phase: str, seconds: float) -> None:
+        super().__init__(f"upstream {phase.replace('_', ' ')} timeout after {seconds:g}s")
+        self.phase = phase
+        self.seconds = seconds
+
+
+class UpstreamAborted(UpstreamError):
+    """We closed the body ourselves (``abort()``), e.g. because the client went away."""
+
+
+class BodyTooLarge(UpstreamError):
+    """A body read with ``read_all(limit)`` exceeded the limit."""
+
+
+class UpstreamBodyFailed(UpstreamError):
+    """The connection broke in the middle of the body."""
+
+
+class BodySink(Protocol):
+    """Where ``UpstreamResponse.deliver`` sends the body."""
+
+    def data_received(self, data: bytes) -> None: ...
+
+    def body_finished(self, reason: Failure | None) -> None:
+        """None on a clean end; otherwise a Failure wrapping an ``UpstreamError``."""
+
+
+@implementer(IBodyProducer)
+class _BytesBody:
+    """A request body already in memory: written in one call (no cooperator, no file object)."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+        self.length = len(body)
+
+    def startProducing(self, consumer: Any) -> Deferred[None]:
+        consumer.write(self._body)
+        return succeed(None)
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        pass
+
+
+class UpstreamClient:
+    """One per process (or per group of upstreams): owns the connection pool."""
+
+    def __init__(self, reactor: Any, *, clock: Any = None, max_persistent_per_host: int = 64,
+                 max_concurrent_per_host: int | None = None, connect_timeout: float = 10,
+                 cached_connection_timeout: float = 240, tls_policy: Any = None) -> None:
+        self._clock = clock if clock is not None else reactor
+        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._pool.maxPersistentPerHost = max_persistent_per_host
+        self._pool.cachedConnectionTimeout = cached_connection_timeout  # type: ignore[assignment]
+        agent_args: dict[str, Any] = {"connectTimeout": connect_timeout, "pool": self._pool}
+        if tls_policy is not None:
+            agent_args["contextFactory"] = tls_policy
+        self._agent = Agent(reactor, **agent_args)
+        self._max_concurrent = max_concurrent_per_host
+        self._slots: dict[tuple[bytes, bytes, int], DeferredSemaphore] = {}
+
+    def request(self, method: bytes | str, url: bytes | str,
+                headers: dict[bytes, list[bytes]] | Headers | None, body: bytes | None, *,
+                first_byte_timeout: float) -> Deferred[UpstreamResponse]:
+        """Send one request; fires with the response once its headers arrived.
+
+        Fails with ``UpstreamTimeout("first_byte")`` or ``UpstreamUnavailable``; the body of a
+        successful response must then be delivered, read or aborted (that frees the
+        connection and the concurrency slot).
+        """
+        method_b = method.encode("ascii") if isinstance(method, str) else method
+        url_b = url.encode("ascii") if isinstance(url, str) else url
+        if headers is None:
+            header_obj = Headers()
+        elif isinstance(headers, Headers):
+            header_obj = headers
+        else:
+            header_obj = Headers(headers)
+        producer = _BytesBody(body) if body is not None else None
+        if self._max_concurrent is None:
+            return self._send(method_b, url_b, header_obj, producer, first_byte_timeout, None)
+        semaphore = self._slot(url_b)
+        outcome: Deferred[UpstreamResponse] = Deferred(lambda _: waiting.cancel())
+        timed_out: list[bool] = []
+
+        def on_timeout() -> None:
+            timed_out.append(True)
+            waiting.cancel()
+
+        started = self._clock.seconds()
+        timer = self._clock.callLater(first_byte_timeout, on_timeout)
+        waiting: Deferred[Any] = semaphore.acquire()
+
+        def acquired(_: object) -> Any:
+            if timer.active():
+                timer.cancel()
+            remaining = first_byte_timeout - (self._clock.seconds() - started)
+            return self._send(method_b, url_b, header_obj, producer, max(remaining, 0.001),
+                              semaphore.release)
+
+        def not_acquired(failure: Failure) -> Failure:
+            if timer.active():
+                timer.cancel()
+            if timed_out and failure.check(CancelledError):
+                return Failure(UpstreamTimeout("first_byte", first_byte_timeout))
+            return failure
+
+        waiting.addCallbacks(acquired, not_acquired)
+        waiting.chainDeferred(outcome)
+        return outcome
+
+    def _slot(self, url: bytes) -> DeferredSemaphore:
+        uri = URI.fromBytes(url)
+        key = (uri.scheme, uri.host, uri.port)
+        semaphore = self._slots.get(key)
+        if semaphore is None:
+            assert self._max_concurrent is not None
+            semaphore = self._slots[key] = DeferredSemaphore(self._max_concurrent)
+        return semaphore
+
+    def _send(self, method: bytes, url: bytes, headers: Headers, producer: _BytesBody | None,
+              timeout: float, release: Callable[[], object] | None
+              ) -> Deferred[UpstreamResponse]:
+        try:
+            sent = self._agent.request(method, url, headers, producer)
+        except Exception as exc:  # a malformed URL raises synchronously
+            if release is not None:
+                release()
+            return fail(UpstreamUnavailable(f"bad upstream request: {exc}"))
+        timed_out: list[bool] = []
+
+        def on_timeout() -> None:
+            timed_out.append(True)
+            sent.cancel()
+
+        timer: IDelayedCall = self._clock.callLater(timeout, on_timeout)
+
+        def got(response: IResponse) -> UpstreamResponse:
+            if timer.active():
+                timer.cancel()
+            return UpstreamResponse(response, self._clock, release)
+
+        def failed(failure: Failure) -> Failure:
+            if timer.active():
+                timer.cancel()
+            if release is not None:
+                release()
+            if timed_out:
+                return Failure(UpstreamTimeout("first_byte", timeout))
+            if failure.check(CancelledError):
+                return failure
+            return Failure(UpstreamUnavailable(_describe(failure)))
+
+        return sent.addCallbacks(got, failed)
+
+    def close(self) -> Deferred[None]:
+        """Close idle pooled connections (on shutdown, and at the end of tests)."""
+        return self._pool.closeCachedConnections()
+
+
+def _describe(failure: Failure) -> str:
+    reasons = getattr(failure.value, "reasons", None)
+    if reasons:
+        return "; ".join(r.getErrorMessage() for r in reasons)
+    return failure.getErrorMessage()
+
+
+class UpstreamResponse:
+    """Status and headers of an upstream answer, plus control over its body."""
+
+    def __init__(self, response: IResponse, clock: Any,
+                 release: Callable[[], object] | None = None) -> None:
+        self.code: int = response.code
+        self.phrase: bytes = response.phrase
+        self.headers: Headers = response.headers
+        self.length: int | None = (None if response.length is UNKNOWN_LENGTH
+                                   else int(response.length))
+        self._response = response
+        self._clock = clock
+        self._release = release
+        self._body: _BodyProtocol | None = None
+        #: how many times pause() actually paused the transport (tests assert backpressure)
+        self.pause_count = 0
+
+    def header(self, name: bytes) -> bytes | None:
+        values = self.headers.getRawHeaders(name)
+        return values[0] if values else None
+
+    def deliver(self, sink: BodySink, *, idle_timeout: float) -> None:
+        """Stream the body to ``sink``; exactly one ``body_finished`` call ends it."""
+        if self._body is not None:
+            raise RuntimeError("the body is already being delivered")
+        self._body = _BodyProtocol(self, sink, self._clock, idle_timeout)
+        self._response.deliverBody(self._body)
+
+    def read_all(self, limit: int, *, idle_timeout: float = 300) -> Deferred[bytes]:
+        """The whole body as bytes; fails with ``BodyTooLarge`` past ``limit`` bytes."""
+        collector = _Collector(self, limit)
+        if self.length is not None and self.length > limit:
+            self.abort()
+            return fail(BodyTooLarge(f"upstream body of {self.length} bytes over {limit}"))
+        self.deliver(collector, idle_timeout=idle_timeout)
+        return collector.done
+
+    def pause(self) -> None:
+        if self._body is not None and self._body.pause():
+            self.pause_count += 1
+
+    def resume(self) -> None:
+        if self._body is not None:
+            self._body.resume()
+
+    def abort(self) -> None:
+        """Close the upstream connection now; the sink (if any) gets ``UpstreamAborted``."""
+        if self._body is None:
+            self.deliver(_Discard(), idle_timeout=3600)
+        assert self._body is not None
+        self._body.stop(Failure(UpstreamAborted("upstream body aborted")))
+
+    @property
+    def finished(self) -> bool:
+        return self._body is not None and self._body.finished
+
+    def _done(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+class _BodyProtocol(TwistedProtocol):
+    """Receives the body from the Agent; owns the idle timer and the transport controls."""
+
+    def __init__(self, owner: UpstreamResponse, sink: BodySink, clock: Any,
+                 idle_timeout: float) -> None:
+        self._owner = owner
+        self._sink = sink
+        self._clock = clock
+        self._idle_timeout = idle_timeout
+        self._last_data = clock.seconds()
+        self._timer: IDelayedCall | None = clock.callLater(idle_timeout, self._idle_check)
+        self._paused = False
+        self.finished = False
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.finished:
+            return
+        self._last_data = self._clock.seconds()
+        self._sink.data_received(data)
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        if reason is None or reason.check(ResponseDone, PotentialDataLoss):
+            self._finish(None)
+        else:
+            self._finish(Failure(UpstreamBodyFailed(_describe(reason))))
+
+    def _idle_check(self) -> None:
+        self._timer = None
+        if self.finished:
+            return
+        quiet = self._clock.seconds() - self._last_data
+        if self._paused or quiet < self._idle_timeout:
+            # paused by our own backpressure: the upstream is not the one stalling
+            delay = self._idle_timeout if self._paused else self._idle_timeout - quiet
+            self._timer = self._clock.callLater(delay, self._idle_check)
+            return
+        self.stop(Failure(UpstreamTimeout("idle", self._idle_timeout)))
+
+    def pause(self) -> bool:
+        if self._paused or self.finished or self.transport is None:
+            return False
+        self._paused = True
+        transport: Any = self.transport
+        transport.pauseProducing()
+        return True
+
+    def resume(self) -> None:
+        if not self._paused or self.finished or self.transport is None:
+            return
+        self._paused = False
+        self._last_data = self._clock.seconds()
+        transport: Any = self.transport
+        transport.resumeProducing()
+
+    def stop(self, reason: Failure) -> None:
+        if self.finished:
+            return
+        transport: Any = self.transport
+        self._finish(reason)
+        if transport is not None:
+            transport.stopProducing()
+
+    def _finish(self, reason: Failure | None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+        self._owner._done()
+        self._sink.body_finished(reason)
+
+
+class _Collector:
+    """The sink behind ``read_all``."""
+
+    def __init__(self, owner: UpstreamResponse, limit: int) -> None:
+        self._owner = owner
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self.done: Deferred[bytes] = Deferred()
+
+    def data_received(self, data: bytes) -> None:
+        self._size += len(data)
+        if self._size > self._limit:
+            self._parts = []
+            self.done.errback(BodyTooLarge(f"upstream body over {self._limit} bytes"))
+            self._owner.abort()
+            return
+        self._parts.append(data)
+
+    def body_finished(self, reason: Failure | None) -> None:
+        if self.done.called:
+            return
+        if reason is None:
+            self.done.callback(b"".join(self._parts))
+        else:
+            self.done.errback(reason)
+
+
+class _Discard:
+    """Sink for a body nobody wants (abort before delivery)."""
+
+    def data_received(self, data: bytes) -> None:
+        pass
+
+    def body_finished(self, reason: Failure | None) -> None:
+        pass

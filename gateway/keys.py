@@ -1,0 +1,45 @@
+"""API key secrets: how a key is generated, what is stored (an HMAC), and how it is shown.
+
+Only the HMAC-SHA256 of a key (under a key derived from the process secret) is stored, so a
+database leak does not yield usable keys, and a leaked JWT key does not reveal how API keys are
+hashed (console contract weakness 3).  The plaintext exists only in the create/rotate response.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+
+KEY_PREFIX = "sk-"
+
+
+def generate_key() -> str:
+    """``sk-`` + base64url (no padding) of 32 random bytes."""
+    raw = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode("ascii")
+    return KEY_PREFIX + raw
+
+
+def display_prefix(key: str) -> str:
+    """What lists show instead of the key: first 8 characters, ``...``, last 4."""
+    return f"{key[:8]}...{key[-4:]}"
+
+
+def looks_like_key(token: str) -> bool:
+    return token.startswith(KEY_PREFIX)
+
+
+class KeyHasher:
+    """Hashes presented keys for lookup and compares hashes in constant time."""
+
+    def __init__(self, hmac_key: bytes) -> None:
+        if len(hmac_key) < 16:
+            raise ValueError("API key HMAC key is too short")
+        self._key = hmac_key
+
+    def hash(self, key: str) -> str:
+        return hmac.new(self._key, key.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def matches(self, key: str, stored_hash: str) -> bool:
+        return hmac.compare_digest(self.hash(key), stored_hash)

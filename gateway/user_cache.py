@@ -1,0 +1,94 @@
+"""What the gateway needs to know about a user, read from memory on the hot path.
+
+A miss reads the user and their memberships in one transaction; the USERS invalidation channel
+(announced by the admin routes on disable, demotion, deletion, group changes) drops entries, so
+a disabled user is refused on their next request.  Balances are NOT here: the wallet owns money.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+from twisted.internet.defer import Deferred, succeed
+
+from gateway.invalidation import USERS, Invalidation
+from gateway.store import schema
+from gateway.store.pool import DBRunner
+
+
+@dataclass(frozen=True)
+class GatewayUser:
+    id: int
+    enabled: bool
+    is_admin: bool
+    token_version: int
+    primary_group_id: int
+    #: (group id, expires_at or None) of every membership row
+    memberships: tuple[tuple[int, datetime | None], ...]
+
+    def active_group_ids(self, now: datetime) -> list[int]:
+        """Groups whose membership has not expired; the primary group when there are none."""
+        active = [gid for gid, expires in self.memberships if expires is None or expires > now]
+        return active or [self.primary_group_id]
+
+
+def load_user(conn: Connection, user_id: int) -> GatewayUser | None:
+    u, m = schema.users, schema.group_memberships
+    row = conn.execute(
+        select(u.c.id, u.c.enabled, u.c.is_admin, u.c.token_version, u.c.group_id)
+        .where(u.c.id == user_id)
+    ).first()
+    if row is None:
+        return None
+    memberships = conn.execute(
+        select(m.c.group_id, m.c.expires_at).where(m.c.user_id == user_id).order_by(m.c.id)
+    ).all()
+    return GatewayUser(
+        id=row.id, enabled=bool(row.enabled), is_admin=bool(row.is_admin),
+        token_version=row.token_version, primary_group_id=row.group_id,
+        memberships=tuple((gid, expires) for gid, expires in memberships),
+    )
+
+
+class UserCache:
+    def __init__(self, db: DBRunner, invalidation: Invalidation, max_entries: int = 100_000
+                 ) -> None:
+        self._db = db
+        self._entries: OrderedDict[int, GatewayUser | None] = OrderedDict()
+        self._loading: dict[int, list[Deferred[GatewayUser | None]]] = {}
+        self._max = max_entries
+        invalidation.on(USERS, self._invalidate)
+
+    def get(self, user_id: int) -> Deferred[GatewayUser | None]:
+        if user_id in self._entries:
+            return succeed(self._entries[user_id])
+        waiter: Deferred[GatewayUser | None] = Deferred()
+        if user_id in self._loading:
+            self._loading[user_id].append(waiter)
+            return waiter
+        self._loading[user_id] = [waiter]
+
+        def loaded(user: GatewayUser | None) -> None:
+            self._entries[user_id] = user
+            if len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+            for each in self._loading.pop(user_id, []):
+                each.callback(user)
+
+        def failed(failure: Any) -> None:
+            for each in self._loading.pop(user_id, []):
+                each.errback(failure)
+
+        self._db.transaction(load_user, user_id).addCallbacks(loaded, failed)
+        return waiter
+
+    async def _invalidate(self, detail: bytes) -> None:
+        if detail.isdigit():
+            self._entries.pop(int(detail), None)
+        else:
+            self._entries.clear()

@@ -1,0 +1,110 @@
+"""A real database (SQLite file or PostgreSQL) with users and keys, for the money tests.
+
+``LedgerCase`` migrates a fresh database, runs a ``DBRunner`` on the real reactor's threads, and
+builds ``Wallets`` + ``Settler`` on a ``Clock`` (so batch timers and retry backoff are driven by
+the test).  Commits are counted with a SQLAlchemy engine event.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import event, func, select, update
+from twisted.internet import reactor
+from twisted.internet.task import Clock
+from twisted.trial.unittest import TestCase
+
+from gateway.billing.settlement import Settler
+from gateway.billing.wallet import Wallets
+from gateway.store import migrate, schema
+from gateway.store.pool import DBRunner, make_engine
+from tests.support.postgres import postgres_url
+
+NOW = datetime(2027, 1, 15, 12, 0, tzinfo=UTC)
+UNIT = 1_000_000_000
+_names = itertools.count(1)
+
+
+class LedgerCase(TestCase):
+    backend = "sqlite"
+
+    def setUp(self) -> None:
+        if self.backend == "postgresql":
+            url = postgres_url()
+        else:
+            url = f"sqlite:///{os.path.join(tempfile.mkdtemp(prefix='lockgate-bill-'), 'db')}"
+        engine, threads = make_engine(url)
+        migrate.upgrade(engine)
+        self.commits = 0
+
+        def _count(_conn: Any) -> None:
+            self.commits += 1
+
+        event.listen(engine, "commit", _count)
+        self.db = DBRunner(reactor, engine, threads)
+        self.db.start()
+        self.addCleanup(self.db.stop)
+        self.clock = Clock()
+        self.clock.advance(NOW.timestamp())
+        self.wallets = Wallets(self.db)
+        self.settler = self.new_settler()
+        self.group_id = self.db.blocking(lambda conn: conn.execute(
+            schema.groups.insert().values(name="user", created_at=NOW, updated_at=NOW)
+        ).inserted_primary_key[0])
+
+    def new_settler(self, **options: Any) -> Settler:
+        return Settler(self.db, self.clock, self.wallets, **options)
+
+    # --- seeding and reading ----------------------------------------------------------------
+
+    async def add_user(self, balance_nanos: int) -> int:
+        n = next(_names)
+
+        def insert(conn: Any) -> int:
+            return conn.execute(schema.users.insert().values(
+                username=f"u{n}", email=f"u{n}@example.com", balance_nanos=balance_nanos,
+                group_id=self.group_id, referral_code=f"R{n}", created_at=NOW,
+                updated_at=NOW)).inserted_primary_key[0]
+
+        return await self.db.transaction(insert)
+
+    async def add_key(self, user_id: int, quota_nanos: int = 0) -> int:
+        n = next(_names)
+
+        def insert(conn: Any) -> int:
+            return conn.execute(schema.api_keys.insert().values(
+                user_id=user_id, name=f"k{n}", key_hash=f"{n:064d}", key_prefix="sk-",
+                quota_limit_nanos=quota_nanos, created_at=NOW, updated_at=NOW)
+            ).inserted_primary_key[0]
+
+        return await self.db.transaction(insert)
+
+    async def balance(self, user_id: int) -> int:
+        return await self.db.transaction(lambda conn: conn.execute(
+            select(schema.users.c.balance_nanos).where(schema.users.c.id == user_id)).scalar())
+
+    async def set_balance(self, user_id: int, balance_nanos: int) -> None:
+        await self.db.transaction(lambda conn: conn.execute(
+            update(schema.users).where(schema.users.c.id == user_id)
+            .values(balance_nanos=balance_nanos)))
+
+    async def key_row(self, key_id: int) -> dict[str, Any]:
+        return await self.db.transaction(lambda conn: dict(conn.execute(
+            select(schema.api_keys).where(schema.api_keys.c.id == key_id)).mappings().one()))
+
+    async def ledger(self, user_id: int) -> list[dict[str, Any]]:
+        return await self.db.transaction(lambda conn: [dict(r) for r in conn.execute(
+            select(schema.ledger).where(schema.ledger.c.user_id == user_id)
+            .order_by(schema.ledger.c.id)).mappings()])
+
+    async def logs(self) -> list[dict[str, Any]]:
+        return await self.db.transaction(lambda conn: [dict(r) for r in conn.execute(
+            select(schema.usage_logs).order_by(schema.usage_logs.c.id)).mappings()])
+
+    async def count(self, table: Any) -> int:
+        return await self.db.transaction(lambda conn: conn.execute(
+            select(func.count()).select_from(table)).scalar_one())

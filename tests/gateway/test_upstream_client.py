@@ -1,0 +1,238 @@
+"""UpstreamClient against the fake upstream over real loopback sockets (timers on a Clock)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock, deferLater
+from twisted.python.failure import Failure
+from twisted.trial.unittest import TestCase
+
+from gateway.channels.http import (
+    BodyTooLarge,
+    UpstreamAborted,
+    UpstreamClient,
+    UpstreamResponse,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from gateway.sse import SSEParser
+from tests.support.upstream import FakeUpstream, content_piece, count_prompt_tokens
+
+JSON = {b"content-type": [b"application/json"]}
+
+
+async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    """Let the real reactor run until ``predicate()`` holds (sockets are real here)."""
+    waited = 0.0
+    while not predicate():
+        if waited > timeout:
+            raise AssertionError("condition not reached")
+        await deferLater(reactor, 0.005, lambda: None)
+        waited += 0.005
+
+
+class Sink:
+    """Collects a delivered body; ``done`` fires with the end reason (None when clean)."""
+
+    def __init__(self) -> None:
+        self.parser = SSEParser()
+        self.events: list[bytes] = []
+        self.raw = b""
+        self.reason: Failure | None = None
+        self.finished = False
+
+    def data_received(self, data: bytes) -> None:
+        self.raw += data
+        self.events.extend(e.data for e in self.parser.feed(data))
+
+    def body_finished(self, reason: Failure | None) -> None:
+        assert not self.finished, "body_finished called twice"
+        self.finished = True
+        self.reason = reason
+
+    def contents(self) -> list[str]:
+        out = []
+        for data in self.events:
+            if data != b"[DONE]":
+                choices = orjson.loads(data).get("choices") or [{}]
+                piece = choices[0].get("delta", {}).get("content")
+                if piece:
+                    out.append(piece)
+        return out
+
+
+class UpstreamClientTests(TestCase):
+    def setUp(self) -> None:
+        self.fake = FakeUpstream.start()
+        self.addCleanup(self.fake.stop)
+        self.clock = Clock()
+        self.client = UpstreamClient(reactor, clock=self.clock)
+        self.addCleanup(self.client.close)
+
+    def chat(self, model: str = "gpt-fake", stream: bool = False, **extra: Any
+             ) -> Deferred[UpstreamResponse]:
+        body = {"model": model, "messages": [{"role": "user", "content": "say three words"}],
+                "stream": stream, **extra}
+        return self.client.request("POST", self.fake.url("/v1/chat/completions"), JSON,
+                                   orjson.dumps(body), first_byte_timeout=5)
+
+    async def test_json_body_and_persistent_connection_reuse(self) -> None:
+        for _ in range(3):
+            response = await self.chat()
+            assert response.code == 200
+            assert response.header(b"content-type") == b"application/json"
+            body = orjson.loads(await response.read_all(1 << 20))
+            assert body["choices"][0]["message"]["content"] == "tok0 tok1 tok2 "
+            assert body["usage"]["prompt_tokens"] == 3 == count_prompt_tokens(
+                self.fake.requests[-1].body)
+        assert self.fake.request_count == 3
+        assert self.fake.connections_made == 1
+        assert self.fake.requests[0].headers["content-type"] == "application/json"
+        assert self.fake.requests[0].body["messages"][0]["content"] == "say three words"
+
+    async def test_error_status_is_a_response_not_a_failure(self) -> None:
+        response = await self.chat("gpt+fail-429")
+        assert response.code == 429
+        assert response.header(b"retry-after") == b"1"
+        body = orjson.loads(await response.read_all(1 << 20))
+        assert body["error"]["type"] == "rate_limit_exceeded"
+
+    async def test_streamed_body_is_delivered_in_order(self) -> None:
+        response = await self.chat("gpt+chunks-5", stream=True,
+                                   stream_options={"include_usage": True})
+        sink = Sink()
+        response.deliver(sink, idle_timeout=30)
+        await wait_for(lambda: sink.finished)
+        assert sink.reason is None
+        assert sink.contents() == [content_piece(i) for i in range(5)]
+        assert sink.events[-1] == b"[DONE]"
+        assert orjson.loads(sink.events[-2])["usage"]["completion_tokens"] == 5
+        assert response.finished
+
+    async def test_first_byte_timeout_cancels_and_closes_the_socket(self) -> None:
+        pending = self.chat("gpt+stall-after-0")
+        outcome: list[Any] = []
+        pending.addBoth(outcome.append)
+        await wait_for(lambda: self.fake.request_count == 1)
+        assert self.fake.open_connections == 1
+        self.clock.advance(4.9)
+        assert outcome == []
+        self.clock.advance(0.2)
+        assert isinstance(outcome[0], Failure) and outcome[0].check(UpstreamTimeout)
+        assert outcome[0].value.phase == "first_byte"
+        await wait_for(lambda: self.fake.open_connections == 0)
+
+    async def test_connection_refused_is_unavailable(self) -> None:
+        port = reactor.listenTCP(0, Factory.forProtocol(Protocol), interface="127.0.0.1")
+        number = port.getHost().port
+        await port.stopListening()
+        with self.assertRaises(UpstreamUnavailable):
+            await self.client.request("GET", f"http://127.0.0.1:{number}/v1/models", None,
+                                      None, first_byte_timeout=5)
+
+    async def test_idle_timeout_on_stalled_stream_closes_the_socket(self) -> None:
+        response = await self.chat("gpt+chunks-5+stall-after-2", stream=True)
+        sink = Sink()
+        response.deliver(sink, idle_timeout=30)
+        await wait_for(lambda: len(sink.contents()) == 2)
+        self.clock.advance(29)
+        assert not sink.finished
+        assert self.fake.open_connections == 1
+        self.clock.advance(1.5)
+        assert sink.finished
+        assert sink.reason is not None and sink.reason.check(UpstreamTimeout)
+        assert sink.reason.value.phase == "idle"
+        await wait_for(lambda: self.fake.open_connections == 0)
+        assert self.fake.streams_cancelled == 1
+
+    async def test_abort_closes_the_socket_at_once(self) -> None:
+        response = await self.chat("gpt+stall-after-1", stream=True)
+        sink = Sink()
+        response.deliver(sink, idle_timeout=30)
+        await wait_for(lambda: len(sink.contents()) == 1)
+        response.abort()
+        assert sink.finished and sink.reason is not None
+        assert sink.reason.check(UpstreamAborted)
+        await wait_for(lambda: self.fake.open_connections == 0)
+        # the pool opens a fresh connection for the next request
+        again = await self.chat()
+        assert again.code == 200
+        await again.read_all(1 << 20)
+        assert self.fake.connections_made == 2
+
+    async def test_abort_before_delivery_closes_the_socket(self) -> None:
+        response = await self.chat("gpt+stall-after-1", stream=True)
+        response.abort()
+        await wait_for(lambda: self.fake.open_connections == 0)
+
+    async def test_read_all_size_limit(self) -> None:
+        response = await self.chat("gpt+chunks-50")
+        with self.assertRaises(BodyTooLarge):
+            await response.read_all(100)
+        await wait_for(lambda: self.fake.open_connections == 0)
+
+    async def test_upstream_dropping_mid_body_is_a_failure(self) -> None:
+        response = await self.chat("gpt+chunks-5+drop-after-2", stream=True)
+        sink = Sink()
+        response.deliver(sink, idle_timeout=30)
+        await wait_for(lambda: sink.finished)
+        assert sink.reason is not None and not sink.reason.check(UpstreamTimeout)
+        assert len(sink.contents()) == 2
+
+    async def test_pause_stops_delivery_until_resume(self) -> None:
+        response = await self.chat("gpt+chunks-20+pace-0.005", stream=True)
+        sink = Sink()
+        response.deliver(sink, idle_timeout=30)
+        await wait_for(lambda: len(sink.contents()) >= 1)
+        response.pause()
+        response.pause()
+        assert response.pause_count == 1
+        seen = len(sink.raw)
+        await deferLater(reactor, 0.2, lambda: None)
+        assert len(sink.raw) == seen
+        # paused by us: the idle timer does not blame the upstream
+        self.clock.advance(100)
+        assert not sink.finished
+        response.resume()
+        await wait_for(lambda: sink.finished)
+        assert sink.reason is None
+        assert len(sink.contents()) == 20
+
+    async def test_concurrency_cap_queues_requests_per_host(self) -> None:
+        client = UpstreamClient(reactor, clock=self.clock, max_concurrent_per_host=1)
+        self.addCleanup(client.close)
+        body = orjson.dumps({"model": "gpt+stall-after-1", "stream": True, "messages": []})
+        url = self.fake.url("/v1/chat/completions")
+        first = await client.request("POST", url, JSON, body, first_byte_timeout=5)
+        second = client.request("POST", url, JSON, body, first_byte_timeout=5)
+        await deferLater(reactor, 0.05, lambda: None)
+        assert self.fake.request_count == 1 and not second.called
+        first.abort()
+        response = await second
+        assert self.fake.request_count == 2
+        response.abort()
+
+    async def test_queued_request_times_out_waiting_for_a_slot(self) -> None:
+        client = UpstreamClient(reactor, clock=self.clock, max_concurrent_per_host=1)
+        self.addCleanup(client.close)
+        body = orjson.dumps({"model": "gpt+stall-after-1", "stream": True, "messages": []})
+        url = self.fake.url("/v1/chat/completions")
+        first = await client.request("POST", url, JSON, body, first_byte_timeout=5)
+        second = client.request("POST", url, JSON, body, first_byte_timeout=5)
+        self.clock.advance(6)
+        self.failureResultOf(second, UpstreamTimeout)
+        first.abort()
+        third = await client.request("POST", url, JSON, body, first_byte_timeout=5)
+        third.abort()
+        assert self.fake.request_count == 2
+
+    async def test_many_concurrent_requests(self) -> None:
+        responses = await gatherResults([self.chat() for _ in range(30)])
+        bodies = await gatherResults([r.read_all(1 << 20) for r in responses])
+        assert all(orjson.loads(b)["object"] == "chat.completion" for b in bodies)
+        assert self.fake.connections_made <= 30
