@@ -126,7 +126,8 @@ def _always_blocked(address: Address) -> str | None:
         return "cloud metadata address"
     if address.is_link_local:
         return "link-local address"
-    if address.is_unspecified or address.is_multicast or address.is_reserved:
+    if address.is_unspecified or address.is_multicast or (
+            address.is_reserved and not address.is_loopback):
         return "non-routable address"
     return None
 

@@ -88,7 +88,22 @@ def _load_toml(path: str) -> dict[str, Any]:
     unknown = sorted(set(data) - known)
     if unknown:
         raise usage.UsageError(f"--config {path}: unknown option(s) {', '.join(unknown)}")
+    for name, value in data.items():
+        if name == "listen":
+            ok = isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(item, str) for item in value))
+        elif name == "no-migrate":
+            ok = isinstance(value, (bool, str))
+        else:
+            ok = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+        if not ok:
+            raise usage.UsageError(f"--config {path}: {name} has the wrong type "
+                                   f"({type(value).__name__})")
     return data
+
+
+_YES = ("1", "true", "yes", "on")
+_NO = ("", "0", "false", "no", "off")
 
 
 def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> None:
@@ -115,9 +130,17 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
         else:
             options["listen"] = [DEFAULT_LISTEN]
 
-    if not options.get("no-migrate"):
-        flag = environ.get("LOCKGATE_NO_MIGRATE", "") or str(file_values.get("no-migrate", ""))
-        options["no-migrate"] = flag.lower() in ("1", "true", "yes", "on")
+    if options.get("no-migrate"):
+        options["no-migrate"] = True
+    else:
+        if "LOCKGATE_NO_MIGRATE" in environ:
+            flag, source = environ["LOCKGATE_NO_MIGRATE"], "LOCKGATE_NO_MIGRATE"
+        else:
+            flag, source = str(file_values.get("no-migrate", "")), "no-migrate"
+        word = flag.strip().lower()
+        if word not in _YES + _NO:
+            raise usage.UsageError(f"{source} must be true or false")
+        options["no-migrate"] = word in _YES
 
     try:
         grace = float(options["shutdown-grace"])

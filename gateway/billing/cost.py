@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from functools import cached_property
 from typing import Any
 
 from gateway.billing.money import NANO, from_nanos, to_nanos
-from gateway.billing.tiers import canonical_condition
+from gateway.billing.tiers import Tier, load_tiers
 from gateway.billing.usage import Usage
 
 PER = Decimal(1_000_000)
@@ -43,20 +44,6 @@ QUOTA_PER_CALL = 1
 
 
 @dataclass(frozen=True)
-class Tier:
-    """One normalised tier entry (``gateway/billing/tiers.py`` does the normalising)."""
-
-    min_tokens: int
-    price: Decimal
-    condition: str = ""
-
-    @classmethod
-    def from_json(cls, item: Mapping[str, Any]) -> Tier:
-        return cls(int(item.get("min_tokens") or 0), Decimal(str(item.get("price") or "0")),
-                   canonical_condition(str(item.get("condition") or "")))
-
-
-@dataclass(frozen=True)
 class PriceSet:
     """Per-1M prices of one model as billed (global price with channel-config overrides)."""
 
@@ -69,7 +56,7 @@ class PriceSet:
     image_output: Decimal = Decimal(0)
     audio_input: Decimal = Decimal(0)
     audio_output: Decimal = Decimal(0)
-    #: dimension name -> tiers sorted by min_tokens (absent/empty = flat price)
+    #: dimension name -> ``billing_tiers`` (sorted by min_tokens; absent/empty = flat price)
     tiers: Mapping[str, tuple[Tier, ...]] = field(default_factory=dict)
     quota_type: int = QUOTA_TOKENS
 
@@ -78,7 +65,7 @@ class PriceSet:
         """Build from a ``models`` row (``*_nanos`` prices, ``*_tiers`` JSON lists)."""
         prices = {dim: from_nanos(int(row.get(f"{col}_nanos") or 0))
                   for dim, col in DIMENSIONS.items()}
-        tiers = {dim: parse_tiers(row.get(f"{col}_tiers")) for dim, col in DIMENSIONS.items()}
+        tiers = {dim: billing_tiers(row.get(f"{col}_tiers")) for dim, col in DIMENSIONS.items()}
         quota_type = int(row.get("quota_type") or 0)
         return cls(**prices, tiers={d: t for d, t in tiers.items() if t},
                    quota_type=quota_type if quota_type in (0, 1, 100) else 0)
@@ -105,12 +92,11 @@ class PriceSet:
         return out
 
 
-def parse_tiers(value: Iterable[Mapping[str, Any]] | None) -> tuple[Tier, ...]:
-    """Normalised JSON tier list -> Tiers sorted by min_tokens (None/empty -> no tiers)."""
-    if not value:
+def billing_tiers(stored: Iterable[Mapping[str, Any]] | None) -> tuple[Tier, ...]:
+    """A stored (or raw) tier list -> canonical Tiers sorted by ``min_tokens`` for pricing."""
+    if not stored:
         return ()
-    return tuple(sorted((Tier.from_json(item) for item in value),
-                        key=lambda t: (t.min_tokens, t.condition)))
+    return tuple(sorted(load_tiers(list(stored)), key=lambda t: (t.min_tokens, t.condition)))
 
 
 @dataclass(frozen=True)
@@ -128,13 +114,22 @@ class Cost:
     formula: str
     quota_type: int = QUOTA_TOKENS
 
-    @property
+    # cached: settlement reads these for every request on the hot path
+    @cached_property
     def cost_nanos(self) -> int:
         return to_nanos(self.cost)
 
-    @property
+    @cached_property
     def base_cost_nanos(self) -> int:
         return to_nanos(self.base_cost)
+
+    @cached_property
+    def group_multiplier_nanos(self) -> int:
+        return to_nanos(self.group_multiplier)
+
+    @cached_property
+    def user_channel_multiplier_nanos(self) -> int:
+        return to_nanos(self.user_channel_multiplier)
 
 
 def _num(value: Decimal) -> str:

@@ -34,7 +34,6 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gateway.billing.cost import Cost
-from gateway.billing.money import to_nanos
 from gateway.billing.usage import Usage
 from gateway.billing.wallet import Reservation, SettlingToken, Wallets
 from gateway.store.billing_writes import is_transient, write_batch
@@ -97,9 +96,9 @@ class SettlementRecord:
             "response_time_ms": self.response_time_ms,
             "first_response_time_ms": self.first_response_time_ms,
             "base_cost_nanos": cost.base_cost_nanos if cost else 0,
-            "group_multiplier_nanos": to_nanos(cost.group_multiplier) if cost else 10**9,
+            "group_multiplier_nanos": cost.group_multiplier_nanos if cost else 10**9,
             "user_channel_multiplier_nanos": (
-                to_nanos(cost.user_channel_multiplier) if cost else 10**9),
+                cost.user_channel_multiplier_nanos if cost else 10**9),
             "prices": dict(self.prices) if self.prices is not None else None,
             "pricing_formula": cost.formula if cost else "",
             "status": self.status, "error_message": self.error_message,

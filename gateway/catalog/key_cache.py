@@ -3,7 +3,8 @@
 A miss reads the database once and caches the answer -- positive answers until a KEYS
 announcement drops them (detail = the key hash, or ``*`` for all), negative answers briefly so a
 burst of requests with a bad key does not hammer the database.  Both maps are bounded (least
-recently used entries go first).  An epoch counter stops a read that started before an
+recently used entries go first).  A USERS announcement drops that user's keys (deleting a user
+deletes their keys).  An epoch counter stops a read that started before an
 invalidation from caching its now-stale answer.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.client_ip import Network, ip_in, parse_networks
-from gateway.invalidation import KEYS, Invalidation
+from gateway.invalidation import KEYS, USERS, Invalidation
 from gateway.store import api_keys as key_store
 from gateway.store.pool import DBRunner
 
@@ -78,9 +79,21 @@ class KeyCache:
 
     def listen(self, invalidation: Invalidation) -> None:
         invalidation.on(KEYS, self._on_change)
+        invalidation.on(USERS, self._on_user_change)
 
     async def _on_change(self, detail: bytes) -> None:
         self.drop(detail.decode("ascii", "replace"))
+
+    async def _on_user_change(self, detail: bytes) -> None:
+        """A user changed or was deleted (their keys cascade): drop that user's keys."""
+        text = detail.decode("ascii", "replace")
+        if not text.isdigit():
+            self.drop("*")
+            return
+        self._epoch += 1
+        user_id = int(text)
+        for key_hash in [h for h, (_, r) in self._found.items() if r.user_id == user_id]:
+            del self._found[key_hash]
 
     def drop(self, key_hash: str = "*") -> None:
         self._epoch += 1

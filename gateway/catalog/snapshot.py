@@ -159,6 +159,25 @@ class CatalogSnapshot:
         """Enabled candidates for a model, by channel priority desc, weight desc, id asc."""
         return self._candidates.get(normalize_model_name(model_name), ())
 
+    def candidates_for(self, model_name: str, user_id: int, group_ids: Iterable[int],
+                       user_channel_ids: Sequence[int] = ()) -> tuple[Candidate, ...]:
+        """Gateway contract §5 step 2: the model's candidates in user channels the user may use,
+        restricted to the key's ``user_channel_ids`` when it lists any (order as ``candidates``;
+        splitting into failover groups by the key's order is routing's job)."""
+        ids = list(group_ids)
+        allowed = set(user_channel_ids)
+        return tuple(
+            c for c in self.candidates(model_name)
+            if (not allowed or c.user_channel.id in allowed)
+            and c.user_channel.visible_to(user_id, ids))
+
+    def models_for(self, user_id: int, group_ids: Iterable[int],
+                   user_channel_ids: Sequence[int] = ()) -> list[str]:
+        """Sorted names of the models the user (and key) can reach (``/v1/models``)."""
+        ids = list(group_ids)
+        return [name for name in self.model_names()
+                if self.candidates_for(name, user_id, ids, user_channel_ids)]
+
     def model_names(self) -> list[str]:
         """Names of every model reachable through at least one enabled candidate, sorted."""
         return sorted(self._candidates)

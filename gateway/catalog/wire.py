@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.billing.money import format_decimal
-from gateway.billing.pricing import multiply, scale_tiers, scale_video_config
+from gateway.billing.pricing import scale_tiers, scale_video_config
 
 _PROVIDER_NAMES = {
     "openai": "OpenAI", "anthropic": "Anthropic", "google": "Google", "gemini": "Google",
@@ -54,7 +54,3 @@ def tiers(raw: Any, multiplier: Decimal = Decimal(1)) -> list[dict[str, Any]]:
 def video_config(raw: Any, multiplier: Decimal = Decimal(1)) -> dict[str, Any]:
     """Combined video billing config with prices multiplied; empty is ``{"resolutions": []}``."""
     return _stringify(scale_video_config(raw, multiplier))
-
-
-def halve(value: Decimal) -> Decimal:
-    return multiply(value, Decimal("0.5"))

@@ -3,7 +3,8 @@
 Passthrough streams must not pay a JSON round trip per chunk.  Two facts make byte searches
 safe: inside a JSON string every ``"`` is escaped, so ``"key":`` can only match a real key;
 and a string value ends at the first ``"`` preceded by an even number of backslashes.  All
-searches use ``bytes.find`` (C speed); nothing here loops per byte except over backslash runs.
+searches use ``bytes.find`` (C speed); the functions are written flat because on this path
+Python call overhead costs as much as the searches themselves.
 """
 
 from __future__ import annotations
@@ -13,46 +14,37 @@ _BACKSLASH = 92
 _SPACE = 32
 
 
-def _string_end(data: bytes, start: int) -> int:
-    """Index of the closing quote of the string whose first character is at ``start``."""
-    position = start
-    while True:
-        position = data.find(b'"', position)
-        if position == -1:
-            return -1
-        back = position - 1
+def _value_span(data: bytes, key: bytes, found: int) -> tuple[int, int]:
+    """(start, end) of the string value after ``key`` found at ``found``: ``data[start:end]``
+    is the escaped text; (-1, resume position) when the value is not a string."""
+    start = found + len(key)
+    size = len(data)
+    while start < size and data[start] == _SPACE:
+        start += 1
+    if start >= size or data[start] != _QUOTE:
+        return -1, start
+    start += 1
+    end = data.find(b'"', start)
+    while end != -1 and data[end - 1] == _BACKSLASH:
+        back = end - 2
         while data[back] == _BACKSLASH:
             back -= 1
-        if (position - 1 - back) % 2 == 0:
-            return position
-        position += 1
+        if (end - 1 - back) % 2 == 0:
+            break
+        end = data.find(b'"', end + 1)
+    return start, end
 
 
-def _value_start(data: bytes, after_key: int) -> int:
-    """Index just past the opening quote of the value after ``"key":``, or -1."""
-    position = after_key
-    while position < len(data) and data[position] == _SPACE:
-        position += 1
-    if position < len(data) and data[position] == _QUOTE:
-        return position + 1
-    return -1
-
-
-def string_values_size(data: bytes, key: bytes) -> int:
-    """Total escaped length of every string value of ``key`` (given as ``b'"name":'``)."""
-    total = 0
+def string_value_field(data: bytes, key: bytes) -> bytes | None:
+    """The exact bytes ``"key":"value"`` (as written, spacing included) of the first string
+    value of ``key``, or None."""
     found = data.find(key)
-    while found != -1:
-        start = _value_start(data, found + len(key))
-        if start == -1:
-            found = data.find(key, found + len(key))
-            continue
-        end = _string_end(data, start)
-        if end == -1:
-            return total
-        total += end - start
-        found = data.find(key, end + 1)
-    return total
+    if found == -1:
+        return None
+    start, end = _value_span(data, key, found)
+    if start == -1 or end == -1:
+        return None
+    return data[found:end + 1]
 
 
 def replace_string_value(data: bytes, key: bytes, value: bytes) -> bytes:
@@ -61,12 +53,7 @@ def replace_string_value(data: bytes, key: bytes, value: bytes) -> bytes:
     found = data.find(key)
     if found == -1:
         return data
-    start = _value_start(data, found + len(key))
-    if start == -1:
-        return data
-    end = _string_end(data, start)
-    if end == -1:
-        return data
-    if data[start - 1:end + 1] == value:
+    start, end = _value_span(data, key, found)
+    if start == -1 or end == -1:
         return data
     return data[:start - 1] + value + data[end + 1:]

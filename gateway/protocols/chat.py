@@ -135,6 +135,8 @@ def to_conversation(body: dict[str, Any]) -> Conversation:
                 raise invalid("tool messages need a tool_call_id", where)
             turn.tool_call_id = message["tool_call_id"]
         turns.append(turn)
+    if (fields.count(body, "n", minimum=1) or 1) > 1:
+        raise invalid("n > 1 is not supported by this channel", "n")
     return Conversation(
         turns=turns,
         tools=_tools(body.get("tools")),

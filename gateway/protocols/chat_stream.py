@@ -95,7 +95,8 @@ class ChatStreamDecoder:
                     continue
                 index = call.get("index", 0)
                 index = index if isinstance(index, int) else 0
-                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                function = call.get("function")
+                function = function if isinstance(function, dict) else {}
                 if index not in self._tools:
                     self._tools.add(index)
                     events.append(ToolCallStart(index, str(call.get("id") or new_id("call_")),

@@ -87,7 +87,8 @@ class Failure:
     code: str | None = None
 
 
-StreamEvent = Start | TextDelta | ToolCallStart | ToolArgsDelta | Finish | UsageReport | End | Failure
+StreamEvent = (Start | TextDelta | ToolCallStart | ToolArgsDelta | Finish | UsageReport | End
+               | Failure)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ for an ``orjson`` loads + dumps round trip; see tests/gateway/protocols/test_pas
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -25,8 +26,15 @@ from gateway.protocols.usage import extract_usage
 from gateway.sse import DONE, encode_event
 
 _MODEL_KEY = b'"model":'
-_USAGE_KEY = b'"usage"'
-_NULL_USAGE = (b'"usage":null', b'"usage": null')
+_USAGE_OBJECT = b'"usage":{'
+_USAGE_OBJECT_SPACED = b'"usage": {'
+
+
+def _text_values(*keys: str) -> re.Pattern[bytes]:
+    """Matches the string values of ``keys`` (escapes included, compact or spaced JSON);
+    ``findall`` measures a chunk's relayed text in one C-level call."""
+    names = "|".join(re.escape(key) for key in keys)
+    return re.compile(rb'"(?:' + names.encode() + rb')": ?"([^"\\]*(?:\\.[^"\\]*)*)"')
 
 
 class _Passthrough:
@@ -34,9 +42,10 @@ class _Passthrough:
 
     path: bytes = b""
     protocol = "chat"
-    #: keys whose string values are relayed text: in stream events, in a whole answer
-    text_keys: tuple[bytes, ...] = ()
-    body_text_keys: tuple[bytes, ...] = ()
+    #: the string values that are relayed text: in stream events, in a whole answer
+    text_values: re.Pattern[bytes] = _text_values("content")
+    body_text_values: re.Pattern[bytes] = _text_values("content")
+    completed: bool
 
     def __init__(self, request: ClientRequest, upstream_model: str) -> None:
         self.request = request
@@ -44,6 +53,8 @@ class _Passthrough:
         self.usage: Usage | None = None
         self.completed = False
         self._client_model = orjson.dumps(request.model)
+        self._model_field = b""    # the exact '"model":"<upstream name>"' last seen
+        self._model_swap = b""     # its replacement, or b"" when nothing needs changing
         self._text_bytes = 0
 
     def upstream_path(self) -> bytes:
@@ -72,21 +83,30 @@ class _Passthrough:
             self._text_bytes += len(body)
             return body
         self.usage = extract_usage(self.protocol, parsed)
-        for key in self.body_text_keys:
-            self._text_bytes += bytescan.string_values_size(body, key)
+        self._text_bytes += sum(map(len, self.body_text_values.findall(body)))
         if parsed.get("model") == self.request.model or "model" not in parsed:
             return body
         parsed["model"] = self.request.model
         return orjson.dumps(parsed)
 
     def _measure(self, data: bytes) -> None:
-        for key in self.text_keys:
-            self._text_bytes += bytescan.string_values_size(data, key)
+        self._text_bytes += sum(map(len, self.text_values.findall(data)))
 
     def _swap_model(self, data: bytes) -> bytes:
-        if _MODEL_KEY in data:
-            return bytescan.replace_string_value(data, _MODEL_KEY, self._client_model)
-        return data
+        """The client's model name in place of the upstream's: a plain ``bytes.replace`` of
+        the field as the upstream spelled it, learnt from the first chunk that carries it."""
+        field = self._model_field
+        if field and field in data:
+            return data.replace(field, self._model_swap, 1) if self._model_swap else data
+        if _MODEL_KEY not in data:
+            return data
+        found = bytescan.string_value_field(data, _MODEL_KEY)
+        if found is None:
+            return data
+        self._model_field = found
+        swapped = bytescan.replace_string_value(found, _MODEL_KEY, self._client_model)
+        self._model_swap = b"" if swapped == found else swapped
+        return data.replace(found, swapped, 1)
 
     def relayed_text_tokens(self) -> int:
         return tokens_for_bytes(self._text_bytes)
@@ -96,7 +116,7 @@ class ChatPassthrough(_Passthrough):
     """chat client -> ``compat`` channel (also the base of legacy completions)."""
 
     path = b"/v1/chat/completions"
-    text_keys = body_text_keys = (b'"content":', b'"refusal":', b'"arguments":')
+    text_values = body_text_values = _text_values("content", "refusal", "arguments")
 
     def _body_changes(self) -> dict[str, Any]:
         changes = super()._body_changes()
@@ -114,7 +134,7 @@ class ChatPassthrough(_Passthrough):
             self.completed = True
             return [DONE]
         self._measure(data)
-        if _USAGE_KEY in data and not any(null in data for null in _NULL_USAGE):
+        if _USAGE_OBJECT in data or _USAGE_OBJECT_SPACED in data:
             try:
                 chunk = orjson.loads(data)
             except orjson.JSONDecodeError:
@@ -144,7 +164,7 @@ class CompletionsPassthrough(ChatPassthrough):
     """Legacy completions client -> ``compat`` channel ``/v1/completions`` (§8.2)."""
 
     path = b"/v1/completions"
-    text_keys = body_text_keys = (b'"text":',)
+    text_values = body_text_values = _text_values("text")
 
 
 class ResponsesPassthrough(_Passthrough):
@@ -152,8 +172,8 @@ class ResponsesPassthrough(_Passthrough):
 
     path = b"/v1/responses"
     protocol = "responses"
-    text_keys = (b'"delta":',)
-    body_text_keys = (b'"text":', b'"arguments":')
+    text_values = _text_values("delta")
+    body_text_values = _text_values("text", "arguments")
     _TERMINAL = (b'"response.completed"', b'"response.incomplete"', b'"response.failed"')
 
     def __init__(self, request: ClientRequest, upstream_model: str) -> None:

@@ -283,8 +283,9 @@ def call_item(item_id: str, call: ToolCall, status: str = "completed") -> dict[s
             "arguments": call.arguments, "status": status}
 
 
-_ECHOED = (("instructions", None), ("max_output_tokens", None), ("metadata", {}),
-           ("parallel_tool_calls", True), ("previousresponse_id_for", None), ("reasoning", None),
+_ECHOED: tuple[tuple[str, Any], ...] = (
+           ("instructions", None), ("max_output_tokens", None), ("metadata", {}),
+           ("parallel_tool_calls", True), ("previous_response_id", None), ("reasoning", None),
            ("temperature", None), ("text", {"format": {"type": "text"}}), ("tool_choice", "auto"),
            ("tools", []), ("top_p", None), ("user", None))
 

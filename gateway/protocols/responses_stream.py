@@ -37,10 +37,10 @@ from gateway.protocols.events import (
     now_seconds,
 )
 from gateway.protocols.responses import (
-    response_id_for,
     call_item,
     finish_from_status,
     message_item,
+    response_id_for,
     response_object,
     status_for,
 )
@@ -105,7 +105,8 @@ class ResponsesStreamDecoder:
             events.append(End())
             return events
         if kind == "response.failed":
-            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            error = response.get("error")
+            error = error if isinstance(error, dict) else {}
             usage = extract_usage("responses", response) if response else None
             if usage is not None:
                 self.usage = usage
@@ -125,8 +126,8 @@ class ResponsesStreamDecoder:
         for key in (payload.get("output_index"), item.get("id")):
             if key is not None:
                 self._tools[key] = index
-        events: list[StreamEvent] = [ToolCallStart(index, str(item.get("call_id") or new_id("call_")),
-                                                   str(item.get("name") or ""))]
+        call_id = str(item.get("call_id") or new_id("call_"))
+        events: list[StreamEvent] = [ToolCallStart(index, call_id, str(item.get("name") or ""))]
         arguments = item.get("arguments")
         if isinstance(arguments, str) and arguments:
             events.append(ToolArgsDelta(index, arguments))

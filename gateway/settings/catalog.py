@@ -100,7 +100,9 @@ def int_range(key: str, low: int, high: int | None = None, message: str | None =
             number = Decimal(text)
         except InvalidOperation:
             number = Decimal("NaN")
-        if not number.is_finite() or number != number.to_integral_value():
+        # adjusted() bounds the size first: int() of "1e999999999" would be a huge number
+        if not number.is_finite() or number.adjusted() > 18 \
+                or number != number.to_integral_value():
             raise SettingError(key, message or f"{key} must be a whole number")
         whole = int(number)
         if whole < low or (high is not None and whole > high):
@@ -117,9 +119,9 @@ def non_negative_decimal(key: str) -> Check:
             number = Decimal(text)
         except InvalidOperation:
             raise SettingError(key, f"{key} must be a number") from None
-        if not number.is_finite() or number < 0:
-            raise SettingError(key, f"{key} must be a number of at least 0")
-        return text
+        if not number.is_finite() or number < 0 or number.adjusted() > 18:
+            raise SettingError(key, f"{key} must be a number from 0 to 10^18")
+        return format(number, "f")
 
     return check
 

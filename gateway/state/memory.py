@@ -8,8 +8,11 @@ from collections.abc import Callable, Sequence
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from gateway.state.protocol import WindowVerdict
+
+log = Logger()
 
 
 class MemoryState:
@@ -76,7 +79,11 @@ class MemoryState:
 
     def publish(self, channel: str, message: bytes) -> Deferred[None]:
         for callback in list(self._subscribers.get(channel, ())):
-            callback(message)
+            try:
+                callback(message)
+            except Exception:
+                # one failing subscriber must not stop the others, nor fail the publisher
+                log.failure("subscriber of {channel} failed", channel=channel)
         return succeed(None)
 
     def subscribe(self, channel: str, callback: Callable[[bytes], None]) -> Callable[[], None]:

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import txredisapi
 from twisted.internet.defer import Deferred, FirstError, gatherResults, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
-from twisted.internet.ssl import optionsForClientTLS
+from twisted.internet.ssl import Certificate, optionsForClientTLS
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -40,14 +40,43 @@ log = Logger()
 DEFAULT_PREFIX = "lockgate:"
 
 
+def _never_if_lost(failure: Failure) -> Any:
+    if failure.check(txredisapi.ConnectionError):
+        return Deferred()
+    return failure
+
+
+class _HandshakeRetries:
+    """AUTH/SELECT cut short by a dropped connection must not end reconnection.
+
+    txredisapi gives up reconnecting for good when AUTH or SELECT fails, which is right for a
+    refused password but wrong for a connection that merely dropped (a Redis restart, a TLS
+    handshake that failed): such a reply is left pending forever, the half-made connection is
+    discarded with it, and the reconnect loop carries on.
+    """
+
+    def auth(self, password: Any, username: Any = None) -> Deferred[Any]:
+        d: Deferred[Any] = super().auth(password, username)  # type: ignore[misc]
+        return d.addErrback(_never_if_lost)
+
+    def select(self, index: int) -> Deferred[Any]:
+        d: Deferred[Any] = super().select(index)  # type: ignore[misc]
+        return d.addErrback(_never_if_lost)
+
+
+class _CommandProtocol(_HandshakeRetries, txredisapi.RedisProtocol):
+    pass
+
+
 class _Factory(txredisapi.RedisFactory):
     """Command pool factory: reconnect soon after a drop, back off to at most 5 s."""
 
+    protocol = _CommandProtocol
     initialDelay = 0.2
     maxDelay = 5
 
 
-class _SubscriberProtocol(txredisapi.SubscriberProtocol):
+class _SubscriberProtocol(_HandshakeRetries, txredisapi.SubscriberProtocol):
     """Hands each bus message to the owning ``RedisState``."""
 
     def messageReceived(self, pattern: Any, channel: Any, message: Any) -> None:
@@ -59,7 +88,7 @@ class _SubscriberFactory(_Factory):
 
     protocol = _SubscriberProtocol
 
-    def __init__(self, owner: RedisState, db: int, **kwargs: Any) -> None:
+    def __init__(self, owner: RedisState, db: int | None, **kwargs: Any) -> None:
         super().__init__(None, db, 1, True, **kwargs)
         self.owner = owner
 
@@ -85,6 +114,7 @@ class RedisState:
         pool_size: int = 4,
         timeout: float = 5.0,
         tls: bool = False,
+        ca_file: str | None = None,
     ) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
@@ -94,15 +124,18 @@ class RedisState:
         self._timeout = timeout
         endpoint: Any = HostnameEndpoint(reactor, host, port, timeout=max(1, int(timeout)))
         if tls:
-            endpoint = wrapClientTLS(optionsForClientTLS(host), endpoint)
+            endpoint = wrapClientTLS(_tls_options(host, ca_file), endpoint)
+        elif ca_file:
+            raise ValueError("a CA file only applies to TLS (rediss://) connections")
         self._endpoint = endpoint
         common: dict[str, Any] = dict(
             charset=None, password=password, username=username, replyTimeout=timeout,
             convertNumbers=False,
         )
-        self._commands_factory = _Factory(f"{host}:{port}", db, pool_size, True, **common)
+        dbid = db or None  # database 0 is where a connection starts: no SELECT needed
+        self._commands_factory = _Factory(f"{host}:{port}", dbid, pool_size, True, **common)
         self._commands = self._commands_factory.handler
-        self._subscriber_factory = _SubscriberFactory(self, db, **common)
+        self._subscriber_factory = _SubscriberFactory(self, dbid, **common)
         self._subscriber: Any = None
         self._callbacks: dict[str, list[Callable[[bytes], None]]] = defaultdict(list)
         self._unacknowledged = 0
@@ -116,7 +149,8 @@ class RedisState:
     def from_url(cls, reactor: Any, url: str, **overrides: Any) -> RedisState:
         """``redis://[[user]:password@]host[:port][/db][?prefix=..&pool_size=..&timeout=..]``.
 
-        ``rediss://`` connects with TLS (the server certificate is verified against the host).
+        ``rediss://`` connects with TLS; the server certificate must match the host and chain to
+        the system's trust roots, or to the PEM file given as ``?ca=/path/ca.pem``.
         """
         parts = urlsplit(url)
         if parts.scheme not in ("redis", "rediss"):
@@ -133,7 +167,7 @@ class RedisState:
             "tls": parts.scheme == "rediss",
         }
         query = {name: values[-1] for name, values in parse_qs(parts.query).items()}
-        unknown = sorted(set(query) - {"prefix", "pool_size", "timeout"})
+        unknown = sorted(set(query) - {"prefix", "pool_size", "timeout", "ca"})
         if unknown:
             raise ValueError(f"unknown Redis URL option(s): {', '.join(unknown)}")
         if "prefix" in query:
@@ -142,6 +176,8 @@ class RedisState:
             options["pool_size"] = int(query["pool_size"])
         if "timeout" in query:
             options["timeout"] = float(query["timeout"])
+        if "ca" in query:
+            options["ca_file"] = query["ca"]
         options.update(overrides)
         return cls(reactor, **options)
 
@@ -209,13 +245,13 @@ class RedisState:
         for key, limit in limits:
             strictest[key] = min(limit, strictest.get(key, limit))
         keys = [self._prefix + key for key in strictest]
-        args = [window_seconds * 1000, *strictest.values()]
+        args = [int(window_seconds * 1000), *strictest.values()]
         d = self._command(self._commands.eval(redis_scripts.TAKE_ALL, keys, args))
         return d.addCallback(_verdict)
 
     def hit(self, key: str, limit: int, window_seconds: int) -> Deferred[WindowVerdict]:
         d = self._command(self._commands.eval(
-            redis_scripts.HIT, [self._prefix + key], [window_seconds * 1000, limit]))
+            redis_scripts.HIT, [self._prefix + key], [int(window_seconds * 1000), limit]))
         return d.addCallback(_verdict)
 
     def incr(self, key: str, amount: int = 1) -> Deferred[int]:
@@ -248,7 +284,7 @@ class RedisState:
         first = channel not in self._callbacks
         self._callbacks[channel].append(callback)
         if first and self._subscriber is not None:
-            self._send(self._subscriber, "SUBSCRIBE", channel)
+            self._send(self._subscriber, "SUBSCRIBE", self._prefix + channel)
 
         def unsubscribe() -> None:
             callbacks = self._callbacks.get(channel)
@@ -258,7 +294,7 @@ class RedisState:
             if not callbacks:
                 del self._callbacks[channel]
                 if self._subscriber is not None:
-                    self._send(self._subscriber, "UNSUBSCRIBE", channel)
+                    self._send(self._subscriber, "UNSUBSCRIBE", self._prefix + channel)
 
         return unsubscribe
 
@@ -274,21 +310,21 @@ class RedisState:
         self._settled_waiters.append(waiter)
         return waiter
 
-    def _send(self, conn: Any, command: str, channel: str) -> None:
+    def _send(self, conn: Any, *command: Any) -> None:
         # one channel per command: txredisapi pairs each reply with exactly one request
         self._unacknowledged += 1
         try:
-            d = conn.execute_command(command, self._prefix + channel, apply_timeout=False)
+            d = conn.execute_command(*command, apply_timeout=False)
         except txredisapi.ConnectionError:
             self._acknowledged(None)
             return
-        d.addErrback(self._send_failed, command, channel)
+        d.addErrback(self._send_failed, command)
         d.addBoth(self._acknowledged)
 
-    def _send_failed(self, failure: Failure, command: str, channel: str) -> None:
+    def _send_failed(self, failure: Failure, command: tuple[Any, ...]) -> None:
         # a dropped connection resubscribes everything on reconnect; on stop nothing matters
         if not self._stopped:
-            log.info("{command} {channel} failed: {error}", command=command, channel=channel,
+            log.info("Redis {command} failed: {error}", command=" ".join(map(str, command)),
                      error=failure.getErrorMessage())
 
     def _acknowledged(self, _: Any) -> None:
@@ -307,10 +343,12 @@ class RedisState:
             keepalive(1)
         conn.whenDisconnected().addCallback(self._subscriber_lost)
         self._subscriber = conn
-        # count the batch as one pending step so waiters fire after all of it
+        # count the batch as one pending step so waiters fire after all of it; the PING proves
+        # the connection works end to end (a TLS handshake is only complete once it answers)
         self._unacknowledged += 1
+        self._send(conn, "PING")
         for channel in list(self._callbacks):
-            self._send(conn, "SUBSCRIBE", channel)
+            self._send(conn, "SUBSCRIBE", self._prefix + channel)
         self._acknowledged(None)
 
     def _subscriber_lost(self, conn: Any) -> None:
@@ -339,6 +377,13 @@ def _verdict(reply: Sequence[int]) -> WindowVerdict:
     if allowed:
         return WindowVerdict(True, remaining, 0)
     return WindowVerdict(False, 0, max(1, math.ceil(pttl / 1000)))
+
+
+def _tls_options(host: str, ca_file: str | None) -> Any:
+    if ca_file is None:
+        return optionsForClientTLS(host)
+    with open(ca_file, "rb") as handle:
+        return optionsForClientTLS(host, trustRoot=Certificate.loadPEM(handle.read()))
 
 
 def _follow(source: Deferred[None]) -> Deferred[None]:

@@ -48,9 +48,18 @@ def check_user_channels(conn: Connection, ids: Sequence[int]) -> None:
         raise KeyInputError("User channel not found or disabled", "allowed_user_channels")
 
 
-def _one(conn: Connection, *where: Any) -> dict[str, Any] | None:
-    row = conn.execute(select(schema.api_keys).where(*where)).mappings().first()
+def _one(conn: Connection, *where: Any, lock: bool = False) -> dict[str, Any] | None:
+    query = select(schema.api_keys).where(*where)
+    if lock:
+        # concurrent writes to one key serialise (PostgreSQL); SQLite writers already do
+        query = query.with_for_update()
+    row = conn.execute(query).mappings().first()
     return dict(row) if row else None
+
+
+def _locked(conn: Connection, user_id: int, key_id: int) -> dict[str, Any] | None:
+    k = schema.api_keys
+    return _one(conn, k.c.id == key_id, k.c.user_id == user_id, lock=True)
 
 
 def list_for_user(conn: Connection, user_id: int) -> list[dict[str, Any]]:
@@ -94,7 +103,7 @@ def update_fields(conn: Connection, user_id: int, key_id: int, changes: dict[str
     unknown = set(changes) - EDITABLE
     if unknown:
         raise ValueError(f"not editable: {sorted(unknown)}")
-    if get_for_user(conn, user_id, key_id) is None:
+    if _locked(conn, user_id, key_id) is None:
         return None
     if "allowed_user_channels" in changes:
         check_user_channels(conn, changes["allowed_user_channels"])
@@ -106,7 +115,7 @@ def update_fields(conn: Connection, user_id: int, key_id: int, changes: dict[str
 def rotate(conn: Connection, user_id: int, key_id: int, key_hash: str, key_prefix: str,
            now: datetime) -> tuple[str, dict[str, Any]] | None:
     """New secret; restrictions, quota and usage unchanged.  Returns (old hash, new row)."""
-    current = get_for_user(conn, user_id, key_id)
+    current = _locked(conn, user_id, key_id)
     if current is None:
         return None
     k = schema.api_keys
@@ -120,7 +129,7 @@ def rotate(conn: Connection, user_id: int, key_id: int, key_hash: str, key_prefi
 def reset_usage(conn: Connection, user_id: int, key_id: int,
                 now: datetime) -> dict[str, Any] | None:
     """Quota counting restarts now: the spent counter and usage counts go back to zero."""
-    if get_for_user(conn, user_id, key_id) is None:
+    if _locked(conn, user_id, key_id) is None:
         return None
     k = schema.api_keys
     conn.execute(update(k).where(k.c.id == key_id).values(
@@ -131,9 +140,9 @@ def reset_usage(conn: Connection, user_id: int, key_id: int,
 
 def remove(conn: Connection, user_id: int, key_id: int) -> str | None:
     """Delete the user's key; returns its hash, ``None`` when there was no such key."""
-    current = get_for_user(conn, user_id, key_id)
+    current = _locked(conn, user_id, key_id)
     if current is None:
         return None
     k = schema.api_keys
-    conn.execute(delete(k).where(k.c.id == key_id, k.c.user_id == user_id))
-    return str(current["key_hash"])
+    deleted = conn.execute(delete(k).where(k.c.id == key_id, k.c.user_id == user_id)).rowcount
+    return str(current["key_hash"]) if deleted else None

@@ -195,10 +195,11 @@ def _apply(conn: Connection, user_debits: dict[int, int], key_updates: dict[int,
     if ledger_rows:
         conn.execute(schema.ledger.insert(), ledger_rows)
     if log_rows:
-        # executemany needs the same keys in every row
-        names = sorted(set().union(*log_rows))
-        defaults = {c.name: c for c in schema.usage_logs.columns}
-        rows = [{name: row.get(name, _default(defaults[name])) for name in names}
+        # executemany needs the same keys in every row (rows built by the settler already are)
+        names = set().union(*log_rows)
+        columns = schema.usage_logs.columns
+        defaults = {name: _default(columns[name]) for name in names}
+        rows = [row if len(row) == len(names) else {n: row.get(n, defaults[n]) for n in names}
                 for row in log_rows]
         conn.execute(schema.usage_logs.insert(), rows)
 

@@ -1,4 +1,4 @@
-"""``POST /auth/password/register`` and ``/login`` over real HTTP (contract §2.1–§2.3, §1.5)."""
+"""``POST /auth/password/register`` and ``/login`` over real HTTP (contract §2.1 to §2.3, §1.5)."""
 
 from __future__ import annotations
 

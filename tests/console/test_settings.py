@@ -48,8 +48,7 @@ class SettingsAccessTests(SettingsTestCase):
         assert body["redis_address"] == "127.0.0.1:6379"
         assert body["redis_password_set"] is False
         assert body["smtp_security"] == "starttls"
-        for key in SECRETS + ["redis_password", "sensitive_words", "setup_completed_at",
-                              "auto_update_last_error"]:
+        for key in [*SECRETS, "redis_password", "sensitive_words", "setup_completed_at", "auto_update_last_error"]:
             assert key not in body, key
         missing = [k for k, s in SPECS.items()
                    if not (s.secret or s.writeonly or s.internal) and k not in body]
@@ -161,6 +160,12 @@ class SettingsUpdateTests(SettingsTestCase):
             ({"page_layouts": [1, 2]}, "Page layouts must be a JSON object"),
             ({"top_nav_items": {"a": 1}}, "Top navigation items must be a JSON array"),
             ({"payment_methods": "not json"}, "Payment methods must be a JSON array of names"),
+            ({"rate_limit_burst": "1e999999999"}, "rate_limit_burst must be a whole number"),
+            ({"rate_limit_burst": 2.5}, "rate_limit_burst must be a whole number"),
+            ({"payment_min_recharge_amount": -1},
+             "payment_min_recharge_amount must be a number from 0 to 10^18"),
+            ({"registration_email_routing": [{"suffix": "x.example"}]},
+             'Registration email routing must be a JSON array of {"suffix", "group_id"}'),
             ({"site_name": None}, "site_name must not be null"),
             ({"site_name": ["a"]}, "site_name must be a string"),
         ]
@@ -354,7 +359,7 @@ class SettingsSecretTests(SettingsTestCase):
             assert response.status == 200
             assert MARK not in response.body.decode(), response
         body = admin.json()
-        for key in SECRETS + ["redis_password", "sensitive_words"]:
+        for key in [*SECRETS, "redis_password", "sensitive_words"]:
             assert key not in body
         assert body["redis_password_set"] is True
         assert body["hcaptcha_secret_set"] is True
@@ -379,7 +384,7 @@ class SettingsSecretTests(SettingsTestCase):
         response = await self.put(token, body)
         assert response.status == 200, response
         after = await self.stored()
-        for key in SECRETS + ["redis_password"]:
+        for key in [*SECRETS, "redis_password"]:
             assert after[key] == before[key], key
         providers = {p["key"]: p for p in orjson.loads(after["oauth_providers"])}
         assert providers["github-corp"]["client_secret"] == f"{MARK}-oauth"
@@ -485,3 +490,16 @@ class PublicSettingsTests(SettingsTestCase):
 
 class SettingsOnPostgresTests(SettingsUpdateTests):
     backend = "postgresql"
+
+
+class SettingsAcrossNodesTests(SettingsTestCase):
+    async def test_a_put_on_one_node_reaches_another(self) -> None:
+        token = await self.admin()
+        other = self.open_app(state=self.app.state)
+        self.addCleanup(other.close)
+        assert other.ctx.settings.text("site_name") == "Lockgate"
+        response = await self.put(token, {"site_name": "Everywhere"})
+        assert response.status == 200
+        # the other node's reload was queued on its (single) database thread before this
+        await other.db.transaction(lambda conn: None)
+        assert other.ctx.settings.text("site_name") == "Everywhere"

@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal as D
 
+from twisted.internet.defer import Deferred
+
 from gateway.billing.pricing import active_group_ids
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.snapshot import CatalogSnapshot
+from gateway.invalidation import CATALOG, Invalidation
 from gateway.store import schema
 from tests.support.app import AppTestCase
 from tests.support.catalog_fixtures import CatalogBuilder, nanos
@@ -130,3 +133,46 @@ class CatalogSnapshotTests(AppTestCase):
         groups = active_group_ids([(vip, self.ctx.now() - timedelta(seconds=1))],
                                   me["group_id"], self.ctx.now())
         assert self.snap.visible_user_channels(me["id"], groups) == []
+
+    async def test_an_announcement_from_another_node_reloads(self):
+        ids = await self.build.simple("m1")
+        other_node = Invalidation(self.ctx.state)
+        self.addCleanup(other_node.close)
+        reloaded = Deferred()
+        self.ctx.invalidation.on(CATALOG, lambda _detail: self._after_reload(reloaded))
+        await self.ctx.db.transaction(
+            lambda conn: conn.execute(schema.models.update().values(enabled=False)))
+        await other_node.announce(CATALOG)
+        await reloaded
+        assert self.snap.candidates("m1") == ()
+        assert ids["model"] in self.snap.models
+
+    async def _after_reload(self, d: Deferred) -> None:
+        # one SQLite worker thread runs transactions in order, and results come back in order:
+        # once this empty one returns, the cache's reload has been installed
+        await self.ctx.db.transaction(lambda conn: None)
+        d.callback(None)
+
+    async def test_candidates_for_a_user_and_key(self):
+        open_uc = await self.build.user_channel("open")
+        vip = await self.build.group("vip")
+        closed = await self.build.user_channel("closed")
+        other = await self.build.user_channel("other")
+        await self.build.grant(closed, group_id=vip)
+        m = await self.build.model("m1")
+        only_closed = await self.build.model("m2")
+        for uc in (open_uc, closed, other):
+            await self.build.config(await self.build.channel(uc, f"up-{uc}"), m)
+        await self.build.config(await self.build.channel(closed, "up-m2"), only_closed)
+        await self.build.announce()
+
+        def ucs(found):
+            return [c.user_channel.id for c in found]
+
+        assert ucs(self.snap.candidates_for("m1", 7, [999])) == [open_uc, other]
+        assert ucs(self.snap.candidates_for("m1", 7, [vip])) == [open_uc, closed, other]
+        assert ucs(self.snap.candidates_for("m1", 7, [vip], [other, closed])) == [closed, other]
+        assert ucs(self.snap.candidates_for("models/m1", 7, [999], [closed])) == []
+        assert self.snap.models_for(7, [999]) == ["m1"]
+        assert self.snap.models_for(7, [vip]) == ["m1", "m2"]
+        assert self.snap.models_for(7, [vip], [other]) == ["m1"]

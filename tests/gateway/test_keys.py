@@ -9,7 +9,7 @@ import hmac
 from twisted.internet.defer import ensureDeferred
 
 from gateway.catalog.key_cache import NEGATIVE_TTL_SECONDS, KeyCache, KeyRecord
-from gateway.invalidation import KEYS
+from gateway.invalidation import KEYS, USERS, Invalidation
 from gateway.keys import KeyHasher, display_prefix, generate_key, looks_like_key
 from gateway.store import api_keys as key_store
 from tests.support.app import TEST_SECRETS, AppTestCase
@@ -112,3 +112,22 @@ class KeyCacheTests(AppTestCase):
         assert len(cache._missing) == 2
         await cache.lookup(key_hash)
         assert len(cache) == 1
+
+    async def test_an_announcement_from_another_node_drops_the_key(self):
+        _row, key_hash = await self.make_key()
+        await self.ctx.keys.lookup(key_hash)
+        other_node = Invalidation(self.ctx.state)
+        self.addCleanup(other_node.close)
+        await other_node.announce(KEYS, key_hash.encode())
+        assert self.ctx.keys.cached(key_hash) is None
+
+    async def test_a_user_announcement_drops_only_that_users_keys(self):
+        row, key_hash = await self.make_key()
+        await self.ctx.keys.lookup(key_hash)
+        await self.ctx.invalidation.announce(USERS, str(row["user_id"] + 100).encode())
+        assert self.ctx.keys.cached(key_hash) is not None
+        await self.ctx.invalidation.announce(USERS, str(row["user_id"]).encode())
+        assert self.ctx.keys.cached(key_hash) is None
+        await self.ctx.keys.lookup(key_hash)
+        await self.ctx.invalidation.announce(USERS, b"*")
+        assert self.ctx.keys.cached(key_hash) is None

@@ -236,3 +236,103 @@ class UpstreamClientTests(TestCase):
         bodies = await gatherResults([r.read_all(1 << 20) for r in responses])
         assert all(orjson.loads(b)["object"] == "chat.completion" for b in bodies)
         assert self.fake.connections_made <= 30
+
+
+def multipart(fields: dict[str, bytes]) -> tuple[bytes, bytes]:
+    boundary = b"lockgateboundary"
+    body = b""
+    for name, value in fields.items():
+        filename = b'; filename="a.bin"' if name in ("file", "image") else b""
+        body += (b"--" + boundary + b"\r\nContent-Disposition: form-data; name=\"" +
+                 name.encode() + b"\"" + filename + b"\r\n\r\n" + value + b"\r\n")
+    body += b"--" + boundary + b"--\r\n"
+    return body, b"multipart/form-data; boundary=" + boundary
+
+
+class FakeUpstreamRouteTests(TestCase):
+    """The fake's other routes answer as documented (other tests rely on these shapes)."""
+
+    def setUp(self) -> None:
+        self.fake = FakeUpstream.start()
+        self.addCleanup(self.fake.stop)
+        self.client = UpstreamClient(reactor)
+        self.addCleanup(self.client.close)
+
+    async def post(self, path: str, payload: Any, content_type: bytes = b"application/json",
+                   headers: dict[bytes, list[bytes]] | None = None) -> tuple[int, bytes]:
+        body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
+        response = await self.client.request(
+            "POST", self.fake.url(path), {b"content-type": [content_type], **(headers or {})},
+            body, first_byte_timeout=5)
+        return response.code, await response.read_all(1 << 22)
+
+    async def test_responses_stream_and_json(self) -> None:
+        code, raw = await self.post("/v1/responses", {
+            "model": "gpt+chunks-2", "input": "one two three", "instructions": "be brief",
+            "stream": True})
+        events = SSEParser().feed(raw)
+        kinds = [e.event for e in events]
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        assert kinds.count("response.output_text.delta") == 2
+        usage = orjson.loads(events[-1].data)["response"]["usage"]
+        assert usage == {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7,
+                         "input_tokens_details": {"cached_tokens": 0},
+                         "output_tokens_details": {"reasoning_tokens": 0}}
+        code, raw = await self.post("/v1/responses", {"model": "gpt+no-usage", "input": "x"})
+        body = orjson.loads(raw)
+        assert code == 200 and body["usage"] is None
+        assert body["output"][0]["content"][0]["text"] == "tok0 tok1 tok2 "
+
+    async def test_chat_stream_usage_only_when_asked_and_tool_calls(self) -> None:
+        _, raw = await self.post("/v1/chat/completions", {
+            "model": "gpt", "stream": True, "messages": [{"role": "user", "content": "a b"}]})
+        assert b'"usage"' not in raw and raw.endswith(b"data: [DONE]\n\n")
+        _, raw = await self.post("/v1/chat/completions", {
+            "model": "gpt+tools", "messages": [{"role": "user", "content": "weather?"}],
+            "tools": [{"type": "function", "function": {"name": "lookup"}}]})
+        message = orjson.loads(raw)["choices"][0]
+        assert message["finish_reason"] == "tool_calls"
+        call = message["message"]["tool_calls"][0]["function"]
+        assert call["name"] == "lookup" and orjson.loads(call["arguments"])["location"] == "Paris"
+        _, raw = await self.post("/v1/chat/completions", {
+            "model": "gpt", "max_tokens": 2, "messages": []})
+        answer = orjson.loads(raw)
+        assert answer["choices"][0]["finish_reason"] == "length"
+        assert answer["usage"]["completion_tokens"] == 2
+
+    async def test_error_mid_stream(self) -> None:
+        _, raw = await self.post("/v1/chat/completions", {
+            "model": "gpt+error-mid-stream+chunks-5", "stream": True, "messages": []})
+        assert raw.count(b'"content":"tok') == 2
+        assert raw.endswith(b"fake upstream failed mid-stream\",\"type\":\"server_error\","
+                            b"\"param\":null,\"code\":null}}\n\n")
+
+    async def test_completions_moderations_images_models(self) -> None:
+        _, raw = await self.post("/v1/completions", {"model": "gpt", "prompt": "x y"})
+        body = orjson.loads(raw)
+        assert body["object"] == "text_completion" and body["usage"]["prompt_tokens"] == 2
+        _, raw = await self.post("/v1/moderations", {"model": "m", "input": ["a", "b"]})
+        assert len(orjson.loads(raw)["results"]) == 2
+        _, raw = await self.post("/v1/images/generations", {"model": "img", "prompt": "a cat",
+                                                            "n": 2})
+        assert len(orjson.loads(raw)["data"]) == 2
+        response = await self.client.request("GET", self.fake.url("/v1/models"), None, None,
+                                              first_byte_timeout=5)
+        models = orjson.loads(await response.read_all(1 << 20))
+        assert [m["id"] for m in models["data"]] == self.fake.models
+
+    async def test_multipart_routes_and_api_key(self) -> None:
+        body, ctype = multipart({"model": b"whisper", "file": b"\x00" * 32000})
+        code, raw = await self.post("/v1/audio/transcriptions", body, ctype)
+        assert code == 200 and orjson.loads(raw)["text"] == "received 32000 bytes"
+        assert self.fake.requests[-1].body["model"] == b"whisper"
+        body, ctype = multipart({"model": b"img", "prompt": b"edit it", "image": b"1" * 5000})
+        code, raw = await self.post("/v1/images/edits", body, ctype)
+        assert orjson.loads(raw)["usage"]["input_tokens_details"]["image_tokens"] == 5
+        self.fake.api_key = "sk-right"
+        code, _ = await self.post("/v1/moderations", {"input": "x"},
+                                  headers={b"authorization": [b"Bearer sk-wrong"]})
+        assert code == 401
+        code, _ = await self.post("/v1/moderations", {"input": "x"},
+                                  headers={b"authorization": [b"Bearer sk-right"]})
+        assert code == 200

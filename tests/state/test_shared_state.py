@@ -7,6 +7,7 @@ passing of time does to Redis windows and claims.  One test waits for a real 1 s
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import txredisapi
@@ -31,6 +32,12 @@ for _, key in ipairs(redis.call('KEYS', ARGV[1] .. '*')) do
 end
 return 0
 """
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class Inbox:
@@ -190,11 +197,14 @@ class MemoryStateTests(SharedStateContract, TestCase):
         self.clock.advance(seconds)
 
 
-class RedisStateTests(SharedStateContract, TestCase):
+class RedisHarness:
+    """Fresh prefix per test on the shared server; time moves by shifting TTLs."""
+
     server: RedisServer
+    tls = False
 
     def setUp(self) -> None:
-        self.server = redis_server()
+        self.server = redis_server(tls=self.tls)
         self.prefix = fresh_prefix()
 
     async def new_state(self, **overrides: Any) -> RedisState:
@@ -209,6 +219,10 @@ class RedisStateTests(SharedStateContract, TestCase):
     async def settle(self, state: Any) -> None:
         await state.settled()
 
+
+class RedisStateTests(RedisHarness, SharedStateContract, TestCase):
+    """The contract plus what only a networked state has: TTLs, nodes, reconnects, URLs."""
+
     async def test_failing_subscriber_does_not_stop_the_others(self) -> None:
         # (MemoryState lets the exception reach the publisher; a Redis bus cannot)
         state = await self.new_state()
@@ -222,7 +236,7 @@ class RedisStateTests(SharedStateContract, TestCase):
         await self.settle(state)
         await state.publish("c", b"m")
         assert await inbox.next() == b"m"
-        self.flushLoggedErrors(ValueError)
+        assert len(self.flushLoggedErrors(ValueError)) == 1
 
     async def test_window_ttl_is_set_once_when_the_window_opens(self) -> None:
         state = await self.new_state()
@@ -346,6 +360,20 @@ class RedisStateTests(SharedStateContract, TestCase):
         assert self.server.command("GET", self.prefix + "in-db-3", db=3) == b"1"
         assert self.server.command("EXISTS", self.prefix + "in-db-3") == 0
 
+    async def test_connection_lost_during_auth_keeps_reconnecting(self) -> None:
+        user = f"slow{self.prefix[:-1].replace('.', '_')}"
+        self.server.command("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all")
+        self.addCleanup(self.server.command, "ACL", "DELUSER", user)
+        # the server answers nothing for a while: AUTH times out and the connection is dropped
+        self.server.command("CLIENT", "PAUSE", 800, "ALL")
+        url = f"redis://{user}:pw@127.0.0.1:{self.server.port}/0?timeout=0.3&prefix={self.prefix}"
+        state = RedisState.from_url(reactor, url)
+        self.addCleanup(state.stop)
+        starting = state.start()
+        starting.addTimeout(10, reactor)
+        await starting
+        assert await state.incr("after-pause") == 1
+
     async def test_wrong_password_fails_start(self) -> None:
         url = f"redis://nobody-{self.prefix[:-1]}:wrong@127.0.0.1:{self.server.port}/0"
         state = RedisState.from_url(reactor, url)
@@ -353,6 +381,19 @@ class RedisStateTests(SharedStateContract, TestCase):
         with self.assertRaises(ValueError) as caught:
             await state.start()
         assert "auth" in str(caught.exception)
+
+    async def test_commands_time_out_while_redis_is_unreachable(self) -> None:
+        closed = _closed_port()
+        state = RedisState.from_url(reactor, f"redis://127.0.0.1:{closed}/0?timeout=0.3")
+        starting = state.start()
+        with self.assertRaises(TimeoutError):
+            await state.take_all([("k", 1)], 60)
+        with self.assertRaises(TimeoutError):
+            await state.publish("c", b"m")
+        assert not starting.called
+        await state.stop()
+        with self.assertRaises(CancelledError):
+            await starting
 
     def test_from_url_rejects_bad_urls(self) -> None:
         for url in ["http://127.0.0.1:6379/0", "redis://127.0.0.1/zero",

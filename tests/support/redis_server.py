@@ -13,6 +13,7 @@ import itertools
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 from twisted.trial.unittest import SkipTest
 
-_server: RedisServer | None = None
+_servers: dict[bool, RedisServer] = {}
 _prefixes = itertools.count(1)
 
 
@@ -31,15 +32,25 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self) -> None:
+    """With ``tls=True`` it only listens with TLS, using a throwaway CA (``self.ca_file``)."""
+
+    def __init__(self, tls: bool = False) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise FileNotFoundError("redis-server not found on PATH")
         self.root = tempfile.mkdtemp(prefix="lockgate-redis-")
         self.port = _free_port()
         self.log = os.path.join(self.root, "redis.log")
+        self.tls = tls
+        self.ca_file = ""
+        listen = ["--port", str(self.port)]
+        if tls:
+            self.ca_file, cert, key = _make_certificates(self.root)
+            listen = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert,
+                      "--tls-key-file", key, "--tls-ca-cert-file", self.ca_file,
+                      "--tls-auth-clients", "no"]
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [binary, *listen, "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.root, "--logfile", self.log,
              "--daemonize", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -55,7 +66,7 @@ class RedisServer:
             try:
                 if self.command("PING") == "PONG":
                     return
-            except OSError:
+            except (OSError, ssl.SSLError):
                 pass
             time.sleep(0.02)
         self.stop()
@@ -68,13 +79,20 @@ class RedisServer:
         replies as ``str``; an error reply raises ``RuntimeError``.
         """
         commands = ([("SELECT", db)] if db else []) + [args]
-        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as plain:
+            sock = plain
+            if self.tls:
+                context = ssl.create_default_context(cafile=self.ca_file)
+                sock = context.wrap_socket(plain, server_hostname="127.0.0.1")
             sock.sendall(b"".join(_encode(command) for command in commands))
             reader = sock.makefile("rb")
             replies = [_read_reply(reader) for _ in commands]
         return replies[-1]
 
     def url(self, prefix: str | None = None, db: int = 0) -> str:
+        if self.tls:
+            base = f"rediss://127.0.0.1:{self.port}/{db}?ca={self.ca_file}"
+            return f"{base}&prefix={prefix}" if prefix else base
         base = f"redis://127.0.0.1:{self.port}/{db}"
         return f"{base}?prefix={prefix}" if prefix else base
 
@@ -87,6 +105,32 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _make_certificates(directory: str) -> tuple[str, str, str]:
+    """A CA and a server certificate for 127.0.0.1 signed by it (openssl CLI)."""
+    if shutil.which("openssl") is None:
+        raise FileNotFoundError("openssl not found on PATH")
+
+    def path(name: str) -> str:
+        return os.path.join(directory, name)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-keyout", path("ca.key"), "-out", path("ca.pem"), "-subj", "/CN=lockgate test CA",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", path("server.key"),
+            "-out", path("server.csr"), "-subj", "/CN=127.0.0.1")
+    with open(path("server.ext"), "w") as handle:
+        handle.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                     "extendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"),
+            "-CAkey", path("ca.key"), "-CAcreateserial", "-days", "2",
+            "-out", path("server.pem"), "-extfile", path("server.ext"))
+    return path("ca.pem"), path("server.pem"), path("server.key")
 
 
 def _encode(args: tuple[str | int, ...]) -> bytes:
@@ -115,18 +159,19 @@ def _read_reply(reader: Any) -> Any:
     raise RuntimeError(f"unexpected reply {line!r}")
 
 
-def redis_server() -> RedisServer:
-    """The shared test server (SkipTest when redis-server is unavailable)."""
-    global _server
-    if _server is None:
+def redis_server(tls: bool = False) -> RedisServer:
+    """The shared (plain or TLS) test server (SkipTest when redis-server is unavailable)."""
+    server = _servers.get(tls)
+    if server is None:
         try:
-            _server = RedisServer()
-        except (FileNotFoundError, RuntimeError) as exc:
+            server = _servers[tls] = RedisServer(tls)
+        except (FileNotFoundError, RuntimeError, subprocess.CalledProcessError) as exc:
             if os.environ.get("LOCKGATE_REQUIRE_SERVERS"):
                 raise
-            raise SkipTest(f"redis-server unavailable: {exc}") from None
-        atexit.register(_server.stop)
-    return _server
+            raise SkipTest(f"redis-server{' with TLS' if tls else ''} unavailable: {exc}") \
+                from None
+        atexit.register(server.stop)
+    return server
 
 
 def fresh_prefix() -> str:

@@ -7,7 +7,8 @@ from decimal import Decimal as D
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.billing.cost import PriceSet, Tier, compute_cost, parse_tiers, with_multipliers
+from gateway.billing.cost import PriceSet, billing_tiers, compute_cost, with_multipliers
+from gateway.billing.tiers import Tier
 from gateway.billing.usage import Usage
 
 FLAT = PriceSet(input=D("1.25"), output=D("10"))
@@ -64,7 +65,7 @@ def test_audio_input_with_a_dedicated_price() -> None:
 
 def test_a_tier_price_alone_makes_a_dimension_dedicated() -> None:
     prices = PriceSet(input=D(1), image_input=D(0),
-                      tiers={"image_input": parse_tiers([{"min_tokens": 0, "price": "5"}])})
+                      tiers={"image_input": billing_tiers([{"min_tokens": 0, "price": "5"}])})
     result = compute_cost(Usage(input=100, image_in=100), prices)
     assert result.counts == {**result.counts, "input": 0, "image_input": 100}
     assert result.cost == D("0.0005")
@@ -72,7 +73,7 @@ def test_a_tier_price_alone_makes_a_dimension_dedicated() -> None:
 
 def test_progressive_brackets_when_no_tier_has_a_condition() -> None:
     prices = PriceSet(input=D("1.25"), output=D(10), tiers={
-        "input": parse_tiers([{"min_tokens": 200_000, "price": "2.5", "condition": ""}])})
+        "input": billing_tiers([{"min_tokens": 200_000, "price": "2.5", "condition": ""}])})
     # 200000 at the base price, the 50000 above the threshold at the tier price
     assert cost(Usage(input=250_000), prices) == D("0.375")
     assert cost(Usage(input=200_000), prices) == D("0.25")
@@ -80,10 +81,10 @@ def test_progressive_brackets_when_no_tier_has_a_condition() -> None:
 
 
 def test_progressive_brackets_with_a_zero_threshold_never_use_the_base_price() -> None:
-    prices = PriceSet(input=D(5), tiers={"input": parse_tiers([
+    prices = PriceSet(input=D(5), tiers={"input": billing_tiers([
         {"min_tokens": 200_000, "price": "2"}, {"min_tokens": 0, "price": "1"}])})
     assert cost(Usage(input=250_000), prices) == D("0.3")  # 200000*1 + 50000*2
-    three = parse_tiers([{"min_tokens": 0, "price": "1"}, {"min_tokens": 10, "price": "2"},
+    three = billing_tiers([{"min_tokens": 0, "price": "1"}, {"min_tokens": 10, "price": "2"},
                          {"min_tokens": 20, "price": "3", "condition": "current_tokens"}])
     prices = PriceSet(input=D(9), tiers={"input": three})
     # current_tokens is the default condition: still brackets (10*1 + 10*2 + 5*3)
@@ -92,7 +93,7 @@ def test_progressive_brackets_with_a_zero_threshold_never_use_the_base_price() -
 
 def test_a_condition_selects_one_price_for_all_tokens() -> None:
     prices = PriceSet(input=D("1.25"), output=D(10), tiers={
-        "output": parse_tiers([
+        "output": billing_tiers([
             {"min_tokens": 200_000, "price": "15", "condition": "full_input_tokens"}])})
     # input >= 200k: all 1000 output tokens at 15
     assert cost(Usage(input=250_000, output=1000), prices) == D("0.3275")
@@ -101,7 +102,7 @@ def test_a_condition_selects_one_price_for_all_tokens() -> None:
 
 
 def test_the_largest_matching_threshold_wins_and_synonyms_are_understood() -> None:
-    prices = PriceSet(input=D(1), tiers={"input": parse_tiers([
+    prices = PriceSet(input=D(1), tiers={"input": billing_tiers([
         {"min_tokens": 1000, "price": "2", "condition": "total_tokens"},
         {"min_tokens": 5000, "price": "3", "condition": "full_request_tokens"},
         {"min_tokens": 9000, "price": "4", "condition": "full_request_tokens"}])})
@@ -111,7 +112,7 @@ def test_the_largest_matching_threshold_wins_and_synonyms_are_understood() -> No
 
 
 def test_billable_conditions_use_counts_after_carving() -> None:
-    prices = PriceSet(input=D(1), cached_input=D("0.1"), output=D(1), tiers={"output": parse_tiers([
+    prices = PriceSet(input=D(1), cached_input=D("0.1"), output=D(1), tiers={"output": billing_tiers([
         {"min_tokens": 1000, "price": "9", "condition": "billable_input_tokens"}])})
     # full input 1500, but only 500 billable after the cache read: output keeps its base price
     assert cost(Usage(input=1500, cache_read=1000, output=10), prices) == D("0.00061")
@@ -119,7 +120,7 @@ def test_billable_conditions_use_counts_after_carving() -> None:
 
 
 def test_mixed_default_and_conditioned_tiers_select_a_single_price() -> None:
-    prices = PriceSet(input=D(1), tiers={"input": parse_tiers([
+    prices = PriceSet(input=D(1), tiers={"input": billing_tiers([
         {"min_tokens": 100, "price": "2", "condition": ""},
         {"min_tokens": 10_000, "price": "3", "condition": "full_request_tokens"}])})
     # the "" tier is measured on the dimension's own count; one price applies to all tokens
@@ -208,7 +209,7 @@ def price_sets(draw: st.DrawFn) -> PriceSet:
             entries.append({"min_tokens": threshold, "price": str(running),
                             "condition": condition})
         values[name] = base
-        tiers[name] = parse_tiers(entries)
+        tiers[name] = billing_tiers(entries)
     return PriceSet(**values, tiers=tiers)
 
 

@@ -7,7 +7,7 @@ from decimal import Decimal as D
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.billing.cost import PriceSet, compute_cost, parse_tiers
+from gateway.billing.cost import PriceSet, billing_tiers, compute_cost
 from gateway.billing.estimate_reserve import reserve_amount, reserve_amount_nanos
 from gateway.billing.usage import Usage
 
@@ -41,7 +41,7 @@ def test_per_call_models_reserve_one_unit_or_the_units_asked() -> None:
 
 
 def test_tiers_are_applied_to_the_estimate() -> None:
-    tiered = PriceSet(input=D(1), output=D(2), tiers={"output": parse_tiers([
+    tiered = PriceSet(input=D(1), output=D(2), tiers={"output": billing_tiers([
         {"min_tokens": 100_000, "price": "4", "condition": "full_input_tokens"}])})
     assert reserve_amount(tiered, 200_000, 1000) == D("0.204")
 

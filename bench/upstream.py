@@ -1,0 +1,204 @@
+"""A standalone, fast OpenAI-compatible upstream for benchmarks (its own process).
+
+It must never be the bottleneck, so it is a bare asyncio protocol with just enough HTTP/1.1:
+keep-alive, ``Content-Length`` request bodies, ``Content-Length`` JSON answers and chunked SSE
+answers.  ``POST /v1/chat/completions`` (and ``/v1/completions``) answer a fixed chat
+completion, or an SSE stream when ``"stream": true``; ``GET /v1/models`` lists one model;
+anything else is 404.
+
+Stream length and pace come from the command line, and can be overridden per request by tokens
+in the model name (joined with ``+``): ``chunks-<n>`` and ``pace-<seconds>`` — e.g. model
+``bench+chunks-600+pace-0.1`` streams for about a minute.  The gateway maps a public model to
+such an upstream model name, so one upstream serves every benchmark phase.
+
+    python bench/upstream.py --port 9100 [--chunks 20] [--pace 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+
+import orjson
+
+_KNOB = re.compile(rb"(chunks|pace)-([\d.]+)")
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
+_CLOSE = re.compile(rb"\r\nconnection:[ \t]*close", re.IGNORECASE)
+_USAGE = {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
+
+
+def _json_answer(model: str) -> bytes:
+    body = orjson.dumps({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1_700_000_000,
+        "model": model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "This is a benchmark answer of twenty tokens."}}],
+        "usage": _USAGE})
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+_STREAM_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+_NOT_FOUND = (b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\n"
+              b"content-length: 21\r\n\r\n{\"error\":\"not found\"}")
+_MODELS_BODY = orjson.dumps({"object": "list", "data": [
+    {"id": "bench", "object": "model", "created": 1_700_000_000, "owned_by": "bench"}]})
+_MODELS = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+           + str(len(_MODELS_BODY)).encode() + b"\r\n\r\n" + _MODELS_BODY)
+
+
+class Upstream(asyncio.Protocol):
+    chunks = 20
+    pace = 0.05
+    _json_cache: dict[str, bytes] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        self.buffer = b""
+        self.streaming = False
+        self.timer: asyncio.TimerHandle | None = None
+        Upstream.open_connections += 1
+
+    open_connections = 0
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        Upstream.open_connections -= 1
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while not self.streaming:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end]
+            match = _CONTENT_LENGTH.search(head)
+            length = int(match.group(1)) if match else 0
+            total = end + 4 + length
+            if len(self.buffer) < total:
+                return
+            body = self.buffer[end + 4:total]
+            self.buffer = self.buffer[total:]
+            self.handle(head, body)
+
+    def handle(self, head: bytes, body: bytes) -> None:
+        line = head[:head.find(b"\r\n")] if b"\r\n" in head else head
+        method, _, rest = line.partition(b" ")
+        path = rest.partition(b" ")[0]
+        if method == b"GET" and path == b"/v1/models":
+            self.transport.write(_MODELS)
+        elif method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
+            try:
+                request = orjson.loads(body) if body else {}
+            except orjson.JSONDecodeError:
+                request = {}
+            model = str(request.get("model", "bench"))
+            if request.get("stream") is True:
+                self.stream(request, model)
+            else:
+                answer = self._json_cache.get(model)
+                if answer is None:
+                    answer = self._json_cache.setdefault(model, _json_answer(model))
+                self.transport.write(answer)
+        else:
+            self.transport.write(_NOT_FOUND)
+        if _CLOSE.search(head) and not self.streaming:
+            self.transport.close()
+
+    def stream(self, request: dict, model: str) -> None:
+        chunks, pace = self.chunks, self.pace
+        for name, value in _KNOB.findall(model.encode()):
+            if name == b"chunks":
+                chunks = int(float(value))
+            else:
+                pace = float(value)
+        self.prefix = (b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk",'
+                       b'"model":' + orjson.dumps(model)
+                       + b',"choices":[{"index":0,"delta":{"content":"')
+        self.sent = 0
+        self.total = chunks
+        self.usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        self.streaming = True
+        self.transport.write(_STREAM_HEAD)
+        if pace <= 0:
+            self.transport.write(b"".join(self.event(i) for i in range(chunks)) + self.tail())
+            self.end_stream()
+            return
+        self.pace_value = pace
+        self.next_event()
+
+    def event(self, i: int) -> bytes:
+        # generated when sent: a slow stream costs a counter, not a list of events
+        return _chunk(self.prefix + b'tok%d "},"finish_reason":null}]}\n\n' % i)
+
+    def tail(self) -> bytes:
+        out = b""
+        if self.usage:
+            out += _chunk(b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk"'
+                          b',"choices":[],"usage":' + orjson.dumps(
+                              {"prompt_tokens": 10, "completion_tokens": self.total,
+                               "total_tokens": 10 + self.total}) + b"}\n\n")
+        return out + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+    def next_event(self) -> None:
+        self.timer = None
+        if self.transport.is_closing():
+            return
+        self.transport.write(self.event(self.sent))
+        self.sent += 1
+        if self.sent < self.total:
+            self.timer = asyncio.get_running_loop().call_later(self.pace_value, self.next_event)
+        else:
+            self.transport.write(self.tail())
+            self.end_stream()
+
+    def end_stream(self) -> None:
+        self.streaming = False
+        if self.buffer:
+            self.data_received(b"")
+
+
+async def serve(host: str, port: int, ready_file: str | None) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Upstream, host, port, backlog=4096, reuse_address=True)
+    actual = server.sockets[0].getsockname()[1]
+    print(f"bench upstream listening on http://{host}:{actual} (pid {os.getpid()})", flush=True)
+    if ready_file:
+        with open(ready_file, "w") as handle:
+            handle.write(str(actual))
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with server:
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--chunks", type=int, default=20, help="SSE content chunks per stream")
+    parser.add_argument("--pace", type=float, default=0.05, help="seconds between chunks")
+    parser.add_argument("--ready-file", help="write the bound port here once listening")
+    args = parser.parse_args(argv)
+    Upstream.chunks = args.chunks
+    Upstream.pace = args.pace
+    try:
+        asyncio.run(serve(args.host, args.port, args.ready_file))
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""``make_translator``: the per-request object the gateway pipeline drives (contract §8-§9).
+
+Pipeline usage (one ``Translator`` per upstream attempt)::
+
+    request = parse_client_request("chat", body)     # 400 ProtocolError on bad input
+    translator = make_translator("chat", channel_type, request, upstream_model)
+                                                     # 400 ProtocolError if unconvertible
+    POST {base}{translator.upstream_path()} with translator.upstream_body()
+    non-stream 2xx:  client_body = translator.response(status, upstream_body)
+                                                     # UpstreamFormatError -> 502
+    stream:          for each upstream SSEEvent: write(*translator.stream_event(event))
+                     at upstream EOF: write(*translator.finish())
+                     failure after the first byte: write(*translator.error_frames(msg, type, code))
+    metering:        translator.usage (None = upstream reported none)
+                     else estimate output from translator.relayed_text_tokens()
+                     translator.completed: the upstream sent its end-of-answer marker
+
+Pairs served: (chat, compat), (completions, compat), (responses, responses) pass through with
+only ``model`` swapped (streams to compat channels also ask for ``include_usage``);
+(chat, responses) and (responses, compat) convert both ways, streams included.  Any other
+pair answers 400 ``unsupported upstream protocol`` until its formats are added to the tables
+below (Messages and Google families: one ``ClientFormat`` + one ``UpstreamFormat`` each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from gateway.billing.usage import Usage
+from gateway.channel_types import normalise_channel_type
+from gateway.protocols import chat, responses
+from gateway.protocols.chat_stream import ChatStreamDecoder, ChatStreamEncoder
+from gateway.protocols.convert import ClientFormat, ConvertingTranslator, UpstreamFormat
+from gateway.protocols.errors import ProtocolError
+from gateway.protocols.events import UpstreamEvent
+from gateway.protocols.passthrough import (
+    ChatPassthrough,
+    CompletionsPassthrough,
+    ResponsesPassthrough,
+)
+from gateway.protocols.request import ClientRequest
+from gateway.protocols.responses_stream import ResponsesStreamDecoder, ResponsesStreamEncoder
+
+
+class Translator(Protocol):
+    """One request's translation between the client's format and the channel's."""
+
+    usage: Usage | None
+    completed: bool
+
+    def upstream_path(self) -> bytes: ...
+
+    def upstream_body(self) -> bytes: ...
+
+    def response(self, status: int, body: bytes) -> bytes: ...
+
+    def stream_event(self, event: UpstreamEvent) -> list[bytes]: ...
+
+    def finish(self) -> list[bytes]: ...
+
+    def error_frames(self, message: str, type: str, code: str | None) -> list[bytes]: ...
+
+    def relayed_text_tokens(self) -> int: ...
+
+
+CLIENT_FORMATS: dict[str, ClientFormat] = {
+    "chat": ClientFormat(
+        decode_request=chat.to_conversation,
+        encode_reply=lambda reply, model, _request: chat.encode_reply(reply, model),
+        stream_encoder=lambda request: ChatStreamEncoder(request.model,
+                                                         request.wants_usage_in_stream)),
+    "responses": ClientFormat(
+        decode_request=responses.to_conversation,
+        encode_reply=responses.encode_reply,
+        stream_encoder=lambda request: ResponsesStreamEncoder(request.model, request.body)),
+}
+
+UPSTREAM_FORMATS: dict[str, UpstreamFormat] = {
+    "compat": UpstreamFormat(b"/v1/chat/completions", chat.from_conversation,
+                             chat.decode_reply, ChatStreamDecoder),
+    "responses": UpstreamFormat(b"/v1/responses", responses.from_conversation,
+                                responses.decode_reply, ResponsesStreamDecoder),
+}
+
+_PASSTHROUGH: dict[tuple[str, str], Callable[[ClientRequest, str], Translator]] = {
+    ("chat", "compat"): ChatPassthrough,
+    ("completions", "compat"): CompletionsPassthrough,
+    ("responses", "responses"): ResponsesPassthrough,
+}
+
+
+def make_translator(client_family: str, channel_protocol: str, request: ClientRequest,
+                    upstream_model: str) -> Translator:
+    """The translator for ``request`` sent to a channel of type ``channel_protocol``.
+
+    Raises ``ProtocolError`` (400) when the pair is not served or the request cannot be
+    expressed in the channel's format.
+    """
+    channel = normalise_channel_type(channel_protocol)
+    passthrough = _PASSTHROUGH.get((client_family, channel))
+    if passthrough is not None:
+        return passthrough(request, upstream_model)
+    client = CLIENT_FORMATS.get(client_family)
+    upstream = UPSTREAM_FORMATS.get(channel)
+    if client is None or upstream is None:
+        raise ProtocolError(400, f"unsupported upstream protocol: {channel}", "invalid_request")
+    return ConvertingTranslator(request, upstream_model, client, upstream)
