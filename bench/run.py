@@ -140,7 +140,7 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
     per_stream = ((peak[0] - baseline) / h.opened) if baseline and h.opened else None
     out["slow_streams"] = {
         "requested": args.slow_streams, "open_at_peak": h.opened, "errors": h.errors,
-        "rss_process": "gateway" if pid is not None else "upstream",
+        "rss_process": target if pid is not None else "upstream",
         "rss_baseline_kib": baseline, "rss_peak_kib": peak[0],
         "rss_per_stream_kib": None if per_stream is None else round(per_stream, 1),
         "ttfb_p99_ms": ms(percentile(h.ttfb, 99)),
@@ -165,36 +165,53 @@ def raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def table(results: dict[str, Any]) -> str:
-    rows = [("figure", "direct", "lockgate")]
-    direct = results.get("direct") or {}
-    gateway = results.get("gateway") or {}
+TARGETS = (("direct", "direct"), ("floor", "relay floor"), ("gateway", "lockgate"))
 
-    def get(where: dict[str, Any], *keys: str) -> str:
-        value: Any = where
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        return "-" if value is None else str(value)
+
+def table(results: dict[str, Any]) -> str:
+    rows = [("figure", *(label for _, label in TARGETS))]
+
+    def row(label: str, *keys: str) -> None:
+        cells = []
+        for name, _ in TARGETS:
+            value: Any = results.get(name) or {}
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
+            cells.append("-" if value is None else str(value))
+        rows.append((label, *cells))
 
     for c in (1, 32):
         for key, label in (("req_per_s", "req/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),
                            ("errors", "errors")):
-            rows.append((f"non-stream c={c} {label}", get(direct, f"json_c{c}", key),
-                         get(gateway, f"json_c{c}", key)))
+            row(f"non-stream c={c} {label}", f"json_c{c}", key)
     for key, label in (("completed", "completed"), ("ttfb_p50_ms", "TTFB p50 ms"),
                        ("ttfb_p99_ms", "TTFB p99 ms"), ("done_p50_ms", "done p50 ms"),
                        ("done_p99_ms", "done p99 ms"), ("errors", "errors")):
-        rows.append((f"{results['config']['streams']} streams {label}",
-                     get(direct, "streams", key), get(gateway, "streams", key)))
+        row(f"{results['config']['streams']} streams {label}", "streams", key)
     for key, label in (("open_at_peak", "open"), ("rss_per_stream_kib", "RSS KiB/stream"),
                        ("rss_peak_kib", "RSS peak KiB"),
                        ("upstream_fds_2s_after_hangup", "upstream fds after hang-up")):
-        rows.append((f"slow streams {label}", get(direct, "slow_streams", key),
-                     get(gateway, "slow_streams", key)))
-    width = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join(cell.ljust(width[i]) for i, cell in enumerate(row)) for row in rows]
+        row(f"slow streams {label}", "slow_streams", key)
+    width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width[i]) for i, cell in enumerate(r)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in width))
     return "\n".join(lines)
+
+
+async def measure_floor(args: argparse.Namespace, up_port: int, upstream_pid: int,
+                        cpu: str | None, models: dict[str, str]) -> dict[str, Any] | None:
+    """The bare relay (bench/relay_floor.py) on the gateway's CPU."""
+    port = free_port()
+    floor = subprocess.Popen(pinned(  # noqa: S603
+        [sys.executable, str(HERE / "relay_floor.py"), "--port", str(port),
+         "--upstream", f"http://127.0.0.1:{up_port}"], cpu))
+    try:
+        if not wait_http(port, "/", 15):
+            return None
+        return await measure("floor", port, None, models, args, floor.pid, upstream_pid)
+    finally:
+        floor.terminate()
+        floor.wait(10)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -221,6 +238,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                          "slow": MODELS["bench-slow"]}
         results["direct"] = await measure("direct", up_port, None, direct_models, args, None,
                                           upstream.pid)
+        if not args.no_floor:
+            results["floor"] = await measure_floor(args, up_port, upstream.pid, gateway_cpu,
+                                                   direct_models)
         if args.direct_only:
             results["notes"].append("gateway skipped (--direct-only)")
             return results
@@ -274,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--upstream-port", type=int, default=0)
     parser.add_argument("--direct-only", action="store_true",
                         help="only measure the upstream (checks the driver itself)")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="skip the bare relay built from gateway/relay.py")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, db)")
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
                                                       "lockgate-bench-results.json"))

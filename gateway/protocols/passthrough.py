@@ -1,16 +1,17 @@
 """Same-format translators (contract §8.2 "pass", §15.1): the body goes upstream verbatim with
 only ``model`` swapped, the answer comes back with ``model`` set to the client's name.
 
-Streams are the hot path, so a chunk is only parsed when it may carry usage (it mentions
-``"usage"`` with a non-null value, or is a Responses terminal event); the model name is swapped
-and the relayed text measured with byte searches (``bytescan``).  Micro-benchmark (this
-machine, a typical 330-byte chat chunk with a model swap): ~1.3 µs per chunk, against ~4 µs
-for an ``orjson`` loads + dumps round trip; see tests/gateway/protocols/test_passthrough.py.
+Streams are the hot path.  Each chunk is parsed once with ``orjson.loads`` (to read usage and
+measure the relayed text) but never re-serialised: the bytes go out as received, with the
+model name swapped by a plain ``bytes.replace`` of the ``"model":"…"`` field as the upstream
+spelled it (learnt from the first chunk).  Measured on this machine (loaded, 2 cores) for the
+330-byte content chunk of chat_stream_text.sse: byte-level scanning without any parse cost
+~2.7 µs per chunk, a full loads/modify/dumps round trip ~1.9 µs, this loads-only path less;
+see the micro-benchmark note in tests/gateway/protocols/test_passthrough.py.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
@@ -26,25 +27,17 @@ from gateway.protocols.usage import extract_usage
 from gateway.sse import DONE, encode_event
 
 _MODEL_KEY = b'"model":'
-_USAGE_OBJECT = b'"usage":{'
-_USAGE_OBJECT_SPACED = b'"usage": {'
 
 
-def _text_values(*keys: str) -> re.Pattern[bytes]:
-    """Matches the string values of ``keys`` (escapes included, compact or spaced JSON);
-    ``findall`` measures a chunk's relayed text in one C-level call."""
-    names = "|".join(re.escape(key) for key in keys)
-    return re.compile(rb'"(?:' + names.encode() + rb')": ?"([^"\\]*(?:\\.[^"\\]*)*)"')
+def _size(text: Any) -> int:
+    return len(text.encode()) if isinstance(text, str) else 0
 
 
 class _Passthrough:
-    """Shared body handling; subclasses say which keys hold relayed text."""
+    """Shared body handling and model swap; subclasses measure their own text fields."""
 
     path: bytes = b""
     protocol = "chat"
-    #: the string values that are relayed text: in stream events, in a whole answer
-    text_values: re.Pattern[bytes] = _text_values("content")
-    body_text_values: re.Pattern[bytes] = _text_values("content")
     completed: bool
 
     def __init__(self, request: ClientRequest, upstream_model: str) -> None:
@@ -72,34 +65,31 @@ class _Passthrough:
             return self.request.raw
         return orjson.dumps({**self.request.body, **changes})
 
+    def _body_text(self, parsed: dict[str, Any]) -> int:
+        raise NotImplementedError
+
     def response(self, status: int, body: bytes) -> bytes:
         """A non-stream answer: usage read, text measured, ``model`` = the client's name."""
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError:
-            self._text_bytes += len(body)
-            return body
+            parsed = None
         if not isinstance(parsed, dict):
             self._text_bytes += len(body)
             return body
         self.usage = extract_usage(self.protocol, parsed)
-        self._text_bytes += sum(map(len, self.body_text_values.findall(body)))
+        self._text_bytes += self._body_text(parsed)
+        self.completed = True
         if parsed.get("model") == self.request.model or "model" not in parsed:
             return body
         parsed["model"] = self.request.model
         return orjson.dumps(parsed)
 
-    def _measure(self, data: bytes) -> None:
-        self._text_bytes += sum(map(len, self.text_values.findall(data)))
-
     def _swap_model(self, data: bytes) -> bytes:
-        """The client's model name in place of the upstream's: a plain ``bytes.replace`` of
-        the field as the upstream spelled it, learnt from the first chunk that carries it."""
+        """The client's model name in place of the upstream's, without re-serialising."""
         field = self._model_field
         if field and field in data:
             return data.replace(field, self._model_swap, 1) if self._model_swap else data
-        if _MODEL_KEY not in data:
-            return data
         found = bytescan.string_value_field(data, _MODEL_KEY)
         if found is None:
             return data
@@ -116,7 +106,6 @@ class ChatPassthrough(_Passthrough):
     """chat client -> ``compat`` channel (also the base of legacy completions)."""
 
     path = b"/v1/chat/completions"
-    text_values = body_text_values = _text_values("content", "refusal", "arguments")
 
     def _body_changes(self) -> dict[str, Any]:
         changes = super()._body_changes()
@@ -126,6 +115,34 @@ class ChatPassthrough(_Passthrough):
                 changes["stream_options"] = {**options, "include_usage": True}
         return changes
 
+    def _body_text(self, parsed: dict[str, Any]) -> int:
+        size = 0
+        for choice in parsed.get("choices") or ():
+            message = choice.get("message") if isinstance(choice, dict) else None
+            if isinstance(message, dict):
+                size += _size(message.get("content")) + _size(message.get("refusal"))
+                size += self._calls_text(message.get("tool_calls"))
+        return size
+
+    @staticmethod
+    def _calls_text(calls: Any) -> int:
+        size = 0
+        for call in calls or ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                size += _size(function.get("name")) + _size(function.get("arguments"))
+        return size
+
+    def _chunk_text(self, choices: list[Any]) -> int:
+        size = 0
+        for choice in choices:
+            delta = choice.get("delta")
+            if delta:
+                size += _size(delta.get("content")) + _size(delta.get("refusal"))
+                if "tool_calls" in delta:
+                    size += self._calls_text(delta["tool_calls"])
+        return size
+
     def stream_event(self, event: UpstreamEvent) -> list[bytes]:
         data = event.data
         if self.completed:
@@ -133,17 +150,20 @@ class ChatPassthrough(_Passthrough):
         if data == b"[DONE]":
             self.completed = True
             return [DONE]
-        self._measure(data)
-        if _USAGE_OBJECT in data or _USAGE_OBJECT_SPACED in data:
-            try:
-                chunk = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                chunk = None
-            if isinstance(chunk, dict) and isinstance(chunk.get("usage"), dict):
-                found = extract_usage(self.protocol, chunk["usage"])
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return [encode_event(data, event.event)]
+        if isinstance(chunk, dict):
+            choices = chunk.get("choices")
+            if choices:
+                self._text_bytes += self._chunk_text(choices)
+            usage = chunk.get("usage")
+            if usage:
+                found = extract_usage(self.protocol, usage)
                 if found is not None:
                     self.usage = found
-                if not self.request.wants_usage_in_stream and not chunk.get("choices"):
+                if not self.request.wants_usage_in_stream and not choices:
                     return []  # the usage-only chunk we asked for, not the client
         return [encode_event(self._swap_model(data), event.event)]
 
@@ -164,7 +184,20 @@ class CompletionsPassthrough(ChatPassthrough):
     """Legacy completions client -> ``compat`` channel ``/v1/completions`` (§8.2)."""
 
     path = b"/v1/completions"
-    text_values = body_text_values = _text_values("text")
+
+    def _body_text(self, parsed: dict[str, Any]) -> int:
+        return sum(_size(c.get("text")) for c in parsed.get("choices") or ()
+                   if isinstance(c, dict))
+
+    def _chunk_text(self, choices: list[Any]) -> int:
+        return sum(_size(c.get("text")) for c in choices if isinstance(c, dict))
+
+
+_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta",
+                          "response.function_call_arguments.delta",
+                          "response.reasoning_summary_text.delta",
+                          "response.reasoning_text.delta"})
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 class ResponsesPassthrough(_Passthrough):
@@ -172,34 +205,43 @@ class ResponsesPassthrough(_Passthrough):
 
     path = b"/v1/responses"
     protocol = "responses"
-    text_values = _text_values("delta")
-    body_text_values = _text_values("text", "arguments")
-    _TERMINAL = (b'"response.completed"', b'"response.incomplete"', b'"response.failed"')
 
     def __init__(self, request: ClientRequest, upstream_model: str) -> None:
         super().__init__(request, upstream_model)
         self._sequence = 0
+
+    def _body_text(self, parsed: dict[str, Any]) -> int:
+        size = 0
+        for item in parsed.get("output") or ():
+            if not isinstance(item, dict):
+                continue
+            size += _size(item.get("arguments"))
+            for part in item.get("content") or ():
+                if isinstance(part, dict):
+                    size += _size(part.get("text")) + _size(part.get("refusal"))
+        return size
 
     def stream_event(self, event: UpstreamEvent) -> list[bytes]:
         data = event.data
         if self.completed:
             return []
         self._sequence += 1
-        if b'.delta"' in data:
-            self._measure(data)
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
             return [encode_event(data, event.event)]
-        if any(marker in data for marker in self._TERMINAL):
-            try:
-                payload = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                payload = None
-            if isinstance(payload, dict):
+        if isinstance(payload, dict):
+            kind = payload.get("type")
+            if kind in _TEXT_DELTAS:
+                self._text_bytes += _size(payload.get("delta"))
+                return [encode_event(data, event.event)]
+            if kind in _TERMINAL:
+                self.completed = True
                 found = extract_usage(self.protocol, payload)
                 if found is not None:
                     self.usage = found
-                if payload.get("type") in ("response.completed", "response.incomplete",
-                                           "response.failed"):
-                    self.completed = True
+            if "response" not in payload:
+                return [encode_event(data, event.event)]
         return [encode_event(self._swap_model(data), event.event)]
 
     def finish(self) -> list[bytes]:

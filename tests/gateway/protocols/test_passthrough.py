@@ -89,8 +89,8 @@ def test_chat_stream_passthrough(include_usage):
                    for c in chunks[:-1] if c["choices"]) == 'Hello, "world"!'
     assert translator.usage == Usage(input=19, output=5)
     assert translator.completed
-    # 'Hello' + ', \"world\"!' escaped = 5 + 12 bytes
-    assert translator.relayed_text_tokens() == 5
+    # 'Hello' + ', "world"!' = 5 + 10 bytes
+    assert translator.relayed_text_tokens() == 4
     if include_usage:
         assert chunks[-2]["usage"]["total_tokens"] == 24 and chunks[-2]["choices"] == []
 
@@ -152,7 +152,7 @@ def test_responses_passthrough_stream():
     assert events[-1]["response"]["model"] == "my-model"
     assert translator.usage == Usage(input=37, output=11)
     assert translator.completed
-    assert translator.relayed_text_tokens() == 5  # "Hi" + ' there \"friend\"' = 2 + 18 bytes
+    assert translator.relayed_text_tokens() == 5  # 'Hi' + ' there "friend"' = 2 + 15 bytes
     assert translator.error_frames("x", "upstream_error", None) == []
 
 
@@ -186,13 +186,13 @@ def test_bytescan():
         b'{"content":"\\"model\\":\\"leak\\"","model":"me"}'
 
 
-def test_text_measure_handles_escapes_and_spacing():
+def test_text_measure_counts_decoded_text():
     translator = make_translator("chat", "compat", chat_request(stream=True), "m")
     chunk = (b'{"model":"m","choices":[{"index":0,"delta":{"content": "a\\"b\\\\",'
              b'"tool_calls":[{"index":0,"function":{"arguments":"{\\"x\\":1}"}}]}}]}')
     translator.stream_event(SSEEvent(chunk))
-    # 'a\"b\\' is 7 escaped bytes, '{\"x\":1}' is 10
-    assert translator._text_bytes == 15
+    # decoded: a"b\\ is 4 bytes and {"x":1} is 7
+    assert translator.relayed_text_tokens() == 3  # ceil(11 / 4)
 
 
 def bench():
