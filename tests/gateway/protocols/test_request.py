@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from gateway.protocols.errors import ProtocolError
-from gateway.protocols.estimate import estimate_tokens, estimate_texts
+from gateway.protocols.estimate import estimate_texts, estimate_tokens
 from gateway.protocols.request import parse_client_request
 
 
