@@ -1,11 +1,12 @@
 """Provision a fresh Lockgate for the benchmark through its console API (service-spec §4.7).
 
-Steps: first-run setup (admin token) -> allow private upstream addresses (the bench upstream
-is on loopback) -> user channel -> upstream channel (type ``compat``, the
-bench upstream as ``base_url``) -> global models -> channel-model configs mapping each public
-model to an upstream model name (which carries the stream length/pace knobs) -> a large admin
-balance -> an API key.  Each step that fails raises ``ProvisionError`` naming the step, the
-status and the answer, so a half-built console shows up clearly in the report.
+Steps: first-run setup (admin token) -> settings: allow private upstream addresses (the bench
+upstream is on loopback) and no global rate limit -> user channel (no rate limit) -> upstream
+channel (type ``compat``, the bench upstream as ``base_url``) -> global models ->
+channel-model configs mapping each public model to an upstream model name (which carries the
+stream length/pace knobs) -> a large admin balance -> an API key.  Each step that fails raises
+``ProvisionError`` naming the step, the status and the answer, so a half-built console shows
+up clearly in the report.
 """
 
 from __future__ import annotations
@@ -68,16 +69,24 @@ def provision(host: str, port: int, upstream_base: str,
     console.token = setup["token"]
     admin_id = setup["user"]["id"]
     log.append(f"admin user {admin_id}")
-    # the bench upstream is on loopback, which the SSRF policy refuses by default
+    # the bench upstream is on loopback, which the SSRF policy refuses by default; the global
+    # rate limiter (60/min by default) would turn the benchmark into a 429 benchmark
+    settings = {"ssrf_allow_private_networks": True, "rate_limit_enabled": False}
     try:
-        console.call("PUT /api/settings", "PUT", "/api/settings",
-                     {"ssrf_allow_private_networks": True})
+        console.call("PUT /api/settings", "PUT", "/api/settings", settings)
     except ProvisionError:
         console.call("PUT /api/settings", "PUT", "/api/settings",
-                     {"ssrf_allow_private_networks": "true"})
-    user_channel = _id("POST /api/user-channels", console.call(
-        "POST /api/user-channels", "POST", "/api/user-channels",
-        {"name": "bench", "routing_algorithm": "priority", "enabled": True}))
+                     {k: str(v).lower() for k, v in settings.items()})
+    user_channel_body = {"name": "bench", "routing_algorithm": "priority", "enabled": True,
+                         "rate_limit_enabled": False}
+    try:
+        created_uc = console.call("POST /api/user-channels", "POST", "/api/user-channels",
+                                  user_channel_body)
+    except ProvisionError:
+        user_channel_body.pop("rate_limit_enabled")
+        created_uc = console.call("POST /api/user-channels", "POST", "/api/user-channels",
+                                  user_channel_body)
+    user_channel = _id("POST /api/user-channels", created_uc)
     channel = _id("POST /api/channels", console.call(
         "POST /api/channels", "POST", "/api/channels", {
             "name": "bench-upstream", "type": "compat", "base_url": upstream_base,

@@ -21,6 +21,8 @@ from console.routes.channels import ChannelRoutes
 from console.routes.groups import GroupRoutes
 from console.routes.me import MeRoutes
 from console.routes.models import ModelRoutes
+from console.routes.passkey_auth import PasskeyAuthRoutes
+from console.routes.passkeys import PasskeyRoutes
 from console.routes.password_auth import PasswordAuthRoutes
 from console.routes.pricing import PricingRoutes
 from console.routes.public import PublicSettingsRoutes
@@ -48,6 +50,8 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/user/catalog", CatalogRoutes),
     ("api/public/models", PublicModelsRoutes),
     ("api/pricing", PricingRoutes),
+    ("auth/passkey", PasskeyAuthRoutes),
+    ("api/user/passkeys", PasskeyRoutes),
 ]
 
 

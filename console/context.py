@@ -12,7 +12,7 @@ from typing import Any
 from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
-from console.services.tokens import TokenCodec
+from gateway.session_tokens import TokenCodec
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress

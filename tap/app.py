@@ -10,25 +10,28 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
 from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
-from console.services.tokens import TokenCodec
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress, parse_networks
+from gateway.context import GatewayContext
 from gateway.invalidation import Invalidation
 from gateway.keys import KeyHasher
+from gateway.resource import GatewayResource
+from gateway.session_tokens import TokenCodec
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
 from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
 from gateway.store import migrate
 from gateway.store.pool import DBRunner, make_engine
+from tap.gateway_wiring import build_gateway
 from tap.root import build_root
 from tap.secrets import Secrets
 
@@ -40,6 +43,7 @@ class Lockgate:
     state: SharedState
     ctx: ConsoleContext
     root: Resource
+    gateway: GatewayContext
 
     @classmethod
     def open(
@@ -85,12 +89,21 @@ class Lockgate:
             node_name=(node_name if node_name is not None
                        else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
         )
-        return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=build_root(ctx))
+        gateway = build_gateway(ctx)
+        resource = GatewayResource(gateway)
+        root = build_root(ctx, {b"v1": resource, b"v1beta": resource})
+        return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway)
+
+    async def _close_gateway(self) -> None:
+        await self.gateway.settler.flush()
+        await self.gateway.upstream.close()
 
     def close(self) -> Deferred[None]:
+        d0 = ensureDeferred(self._close_gateway())
+        d0.addErrback(lambda f: None)
         self.ctx.live_settings.close()
         self.ctx.invalidation.close()
         self.ctx.passwords.stop()
-        d = self.state.stop()
-        d.addBoth(lambda _: self.db.stop())
-        return d
+        d0.addBoth(lambda _: self.state.stop())
+        d0.addBoth(lambda _: self.db.stop())
+        return d0

@@ -8,7 +8,8 @@ because front ends send the whole form -- while name, display name, provider, ic
 than silently normalising).  Tiers go through ``gateway.billing.tiers`` and the video config
 through ``gateway.billing.video_config``.  DELETE cascades to the model's configs.
 
-Only ``/`` and ``/<id>`` are routed here; ``/api/models/sync*`` belongs to the sync routes.
+The sync routes (``/sync*``, ``/prices/sync*``, contract §5.10) only read the body and delegate
+to ``console.services.model_sync`` / ``price_sync``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, not_found, read_object
-from console.services import catalog_tx
+from console.services import catalog_tx, model_sync, price_sync
 from console.services.catalog_views import model_view
 from console.validation import MISSING, Body
 from gateway.billing.money import to_nanos
@@ -133,3 +134,82 @@ class ModelRoutes:
         await self.ctx.sessions.admin(request)
         await catalog_tx.write(self.ctx, store.delete_model, item_id)
         return {"message": "Model deleted"}
+
+    # --- model and price sync (contract §5.10) ------------------------------------------------
+
+    @app.route("/sync", methods=["POST"])
+    @json_route
+    async def sync(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request, optional=True))
+        ids = body.int_list("channel_ids")
+        return await model_sync.sync(self.ctx, [] if ids is MISSING or ids is None else ids)
+
+    @app.route("/sync/preview", methods=["POST"])
+    @json_route
+    async def sync_preview(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request))
+        return await model_sync.preview(self.ctx, body.data.get("channel_id"),
+                                        _text(body, "format"), _text(body, "path"))
+
+    @app.route("/sync/preview/browser", methods=["POST"])
+    @json_route
+    async def sync_preview_browser(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request, limit=SYNC_BODY_LIMIT))
+        return await model_sync.preview_browser(self.ctx, body.data.get("channel_id"),
+                                                _text(body, "source") or "browser",
+                                                _payload(body))
+
+    @app.route("/sync/apply", methods=["POST"])
+    @json_route
+    async def sync_apply(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request, limit=SYNC_BODY_LIMIT))
+        return await model_sync.apply(self.ctx, body.data.get("channel_id"), _items(body))
+
+    @app.route("/prices/sync/preview", methods=["POST"])
+    @json_route
+    async def price_preview(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request))
+        return await price_sync.preview(self.ctx, body.data.get("channel_id"),
+                                        _text(body, "format"), _text(body, "path"))
+
+    @app.route("/prices/sync/preview/browser", methods=["POST"])
+    @json_route
+    async def price_preview_browser(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request, limit=SYNC_BODY_LIMIT))
+        return await price_sync.preview_browser(self.ctx, body.data.get("channel_id"),
+                                                _text(body, "source") or "browser",
+                                                _payload(body))
+
+    @app.route("/prices/sync/apply", methods=["POST"])
+    @json_route
+    async def price_apply(self, request: Any) -> dict[str, Any]:
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request, limit=SYNC_BODY_LIMIT))
+        return await price_sync.apply(self.ctx, body.data.get("channel_id"), _items(body))
+
+
+#: pasted upstream answers and apply lists can be large
+SYNC_BODY_LIMIT = 16 << 20
+
+
+def _text(body: Body, name: str) -> str | None:
+    value = body.string(name, max_length=2048)
+    return None if value is MISSING else value
+
+
+def _payload(body: Body) -> Any:
+    """The pasted upstream answer: ``payload``, or the contract alias ``body`` (D15)."""
+    payload = body.data.get("payload")
+    return body.data.get("body") if payload is None else payload
+
+
+def _items(body: Body) -> Any:
+    """Apply items: ``models``, or the contract alias ``items``."""
+    items = body.data.get("models")
+    return body.data.get("items") if items is None else items

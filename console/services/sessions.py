@@ -12,7 +12,7 @@ from typing import Any
 from twisted.web.iweb import IRequest
 
 from console.http import ApiError
-from console.services.tokens import InvalidToken, TokenCodec
+from gateway.session_tokens import InvalidToken, TokenCodec
 from gateway.store import users as user_store
 from gateway.store.pool import DBRunner
 

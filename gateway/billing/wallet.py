@@ -179,6 +179,11 @@ class Wallets:
             account.limit = None
             account.epoch += 1
 
+    def forget_all_keys(self) -> None:
+        """Reload every key's numbers on next use (a key change announced only by hash)."""
+        for key_id in list(self._keys):
+            self.forget_key(key_id)
+
     def available_nanos(self, user_id: int) -> int | None:
         """Cached balance - reserved - pending debits (None when not loaded)."""
         account = self._users.get(user_id)

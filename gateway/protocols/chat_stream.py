@@ -112,6 +112,9 @@ class ChatStreamDecoder:
 class ChatStreamEncoder:
     """Neutral events -> chat chunks for the client (``model`` = the client's model name)."""
 
+    object_name = "chat.completion.chunk"
+    id_prefix = "chatcmpl-"
+
     def __init__(self, model: str, include_usage: bool) -> None:
         self._model = model
         self._include_usage = include_usage
@@ -121,12 +124,16 @@ class ChatStreamEncoder:
         self._tool_seen = False
         self._done = False
 
+    def _choice(self, delta: dict[str, Any], finish: FinishReason | None) -> dict[str, Any]:
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    def _opening(self) -> list[bytes]:
+        return [self._chunk({"role": "assistant", "content": ""})]
+
     def _chunk(self, delta: dict[str, Any], finish: FinishReason | None = None) -> bytes:
         chunk: dict[str, Any] = {
-            "id": self._id, "object": "chat.completion.chunk", "created": self._created,
-            "model": self._model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                         "finish_reason": finish}]}
+            "id": self._id, "object": self.object_name, "created": self._created,
+            "model": self._model, "choices": [self._choice(delta, finish)]}
         if self._include_usage:
             chunk["usage"] = None
         return encode_event(orjson.dumps(chunk))
@@ -135,10 +142,11 @@ class ChatStreamEncoder:
         if self._started:
             return []
         self._started = True
-        self._id = upstream_id if upstream_id.startswith("chatcmpl") else \
-            "chatcmpl-" + (upstream_id or new_id(""))
+        prefix = self.id_prefix
+        self._id = upstream_id if upstream_id.startswith(prefix) else \
+            prefix + (upstream_id or new_id(""))
         self._created = created or now_seconds()
-        return [self._chunk({"role": "assistant", "content": ""})]
+        return self._opening()
 
     def encode(self, event: StreamEvent) -> list[bytes]:
         if self._done:
@@ -153,7 +161,7 @@ class ChatStreamEncoder:
             if not self._include_usage:
                 return []
             frames = self._start()
-            chunk = {"id": self._id, "object": "chat.completion.chunk",
+            chunk = {"id": self._id, "object": self.object_name,
                      "created": self._created, "model": self._model, "choices": [],
                      "usage": chat_usage(event.usage)}
             return [*frames, encode_event(orjson.dumps(chunk))]

@@ -17,7 +17,8 @@ Pipeline usage (one ``Translator`` per upstream attempt)::
 
 Pairs served: (chat, compat), (completions, compat), (responses, responses) pass through with
 only ``model`` swapped (streams to compat channels also ask for ``include_usage``);
-(chat, responses) and (responses, compat) convert both ways, streams included.  Any other
+(chat, responses), (responses, compat) and (completions, responses) convert both ways,
+streams included.  Any other
 pair answers 400 ``unsupported upstream protocol`` until its formats are added to the tables
 below (Messages and Google families: one ``ClientFormat`` + one ``UpstreamFormat`` each).
 """
@@ -29,7 +30,7 @@ from typing import Protocol
 
 from gateway.billing.usage import Usage
 from gateway.channel_types import normalise_channel_type
-from gateway.protocols import chat, responses
+from gateway.protocols import chat, completions, responses
 from gateway.protocols.chat_stream import ChatStreamDecoder, ChatStreamEncoder
 from gateway.protocols.convert import ClientFormat, ConvertingTranslator, UpstreamFormat
 from gateway.protocols.errors import ProtocolError
@@ -70,6 +71,11 @@ CLIENT_FORMATS: dict[str, ClientFormat] = {
         encode_reply=lambda reply, model, _request: chat.encode_reply(reply, model),
         stream_encoder=lambda request: ChatStreamEncoder(request.model,
                                                          request.wants_usage_in_stream)),
+    "completions": ClientFormat(
+        decode_request=completions.to_conversation,
+        encode_reply=completions.encode_reply,
+        stream_encoder=lambda request: completions.CompletionsStreamEncoder(
+            request.model, request.wants_usage_in_stream)),
     "responses": ClientFormat(
         decode_request=responses.to_conversation,
         encode_reply=responses.encode_reply,

@@ -5,6 +5,10 @@ live, and one set of rules (which input already contains cache tokens, clamping)
 all of them.  Also the reverse direction for the OpenAI family: ``Usage`` -> the chat or
 Responses ``usage`` object a converted answer carries (§9.3).
 
+Beyond §10.2: OpenAI's newer ``cache_write_tokens`` inside ``*_tokens_details`` counts as a
+5-minute cache write already contained in the input (like ``cached_tokens``), when no
+top-level write field is present; the encoders emit it too (current SDKs require it).
+
 ``extract_usage(protocol, payload)`` accepts either the usage object itself or a body/event
 that wraps it (``usage``, ``response.usage``, ``message.usage``, ``usageMetadata``).  It returns
 None when the payload holds no usable counts ("usage missing": the caller estimates instead).
@@ -108,6 +112,10 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
         write_5m, write_1h = split_5m, split_1h
     else:
         write_5m, write_1h = _value(usage, _WRITE_5M), _value(usage, _WRITE_1H)
+    detail_write = None
+    for details in in_details:
+        if detail_write is None:
+            detail_write = _int(details.get("cache_write_tokens"))
 
     cache_read = explicit_read if explicit_read is not None else (detail_read or 0)
     writes = (write_5m or 0) + (write_1h or 0)
@@ -119,6 +127,9 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
             includes_cache = input_key == "prompt_tokens"
         if not includes_cache:
             input_tokens += (explicit_read or 0) + writes
+    elif detail_write:
+        # OpenAI's newer details field: already inside input, like cached_tokens
+        write_5m = detail_write
 
     def detail(objs: list[Mapping[str, Any]], top: str, key: str) -> int:
         value = _int(usage.get(top))
@@ -185,6 +196,8 @@ def chat_usage(usage: Usage) -> dict[str, Any]:
         "completion_tokens": usage.output,
         "total_tokens": usage.total,
         "prompt_tokens_details": {"cached_tokens": usage.cache_read,
+                                  "cache_write_tokens": usage.cache_write_5m
+                                  + usage.cache_write_1h,
                                   "audio_tokens": usage.audio_in,
                                   "image_tokens": usage.image_in},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning,
@@ -203,6 +216,8 @@ def responses_usage(usage: Usage) -> dict[str, Any]:
     body: dict[str, Any] = {
         "input_tokens": usage.input,
         "input_tokens_details": {"cached_tokens": usage.cache_read,
+                                 "cache_write_tokens": usage.cache_write_5m
+                                 + usage.cache_write_1h,
                                  "audio_tokens": usage.audio_in,
                                  "image_tokens": usage.image_in},
         "output_tokens": usage.output,

@@ -12,18 +12,25 @@ so the wallet floor at zero and the key-quota re-check see the committed numbers
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from gateway.billing.referral import commission_nanos
+from gateway.billing.subscriptions import Quota, split
 from gateway.store import schema
+from gateway.store.referrals import record_commissions, referrers_of, settlement_rate
+from gateway.store.subscriptions import lock_quotas, save_quotas
 
 INSUFFICIENT_BALANCE = "Insufficient balance"
 KEY_QUOTA_EXCEEDED = "API key quota exceeded"
 CHARGE = "charge"
+REFERRAL = "referral"
 #: the usage log keeps the first 512 characters of an error (gateway contract §2)
 ERROR_MESSAGE_LIMIT = 512
 _LIMITS = {"request_id": 64, "model_name": 200, "endpoint": 100, "ip": 64}
@@ -101,12 +108,26 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
     False: refuse with no charge when the wallet or key quota cannot pay), the token counts
     ``input_tokens``/``output_tokens``/``cached_input_tokens`` etc., and the other
     ``usage_logs`` columns.  ``cost_nanos`` in the usage log becomes the amount charged.
+
+    Subscriptions: the payer's active subscription quotas pay first (``lock_quotas`` order),
+    the wallet the rest; the quota part is ``subscription_cost_nanos`` in the usage log and
+    only the wallet part is a ``charge`` ledger row.  Referral: when enabled and the payer has
+    an inviter, the inviter is credited rate x the wallet part (``referral`` ledger row, ref
+    ``referral:<request_id>``) in this same transaction.
     """
     existing = _existing(conn, [item["request_id"] for item in items])
     fresh = [item for item in items if item["request_id"] not in existing]
+    payers = {item["user_id"] for item in fresh}
+    rate = settlement_rate(conn) if fresh else Decimal(0)
+    referrers = referrers_of(conn, payers) if rate else {}
     balances = {uid: vals[0] for uid, vals in _locked(
         conn, schema.users, [schema.users.c.balance_nanos],
-        {item["user_id"] for item in fresh}).items()}
+        payers | set(referrers.values())).items()}
+    quotas = lock_quotas(conn, payers, now)
+    # quotas this batch spends from (a reset applied but not spent needs no write: the next
+    # read applies it again from the same stored numbers)
+    touched: dict[int, Quota] = {}
+    commissions: list[dict[str, Any]] = []
     keys = _locked(conn, schema.api_keys,
                    [schema.api_keys.c.quota_limit_nanos, schema.api_keys.c.spent_nanos],
                    {item["api_key_id"] for item in fresh if item.get("api_key_id") is not None})
@@ -123,26 +144,50 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
         cost = max(0, int(item["cost_nanos"]))
         balance = balances.get(user_id)
         key = keys.get(key_id) if key_id is not None else None
+        subs = quotas.get(user_id, [])
+        can_pay = sum(q.balance_nanos for q in subs) + (balance or 0)
         refused: str | None = None
         if balance is None:
             charged = 0
         elif item.get("delivered", True):
-            charged = min(cost, balance)
-        elif cost > balance:
+            charged = min(cost, can_pay)
+        elif cost > can_pay:
             charged, refused = 0, INSUFFICIENT_BALANCE
         elif key is not None and key[0] > 0 and key[1] + cost > key[0]:
             charged, refused = 0, KEY_QUOTA_EXCEEDED
         else:
             charged = cost
+        taken, wallet_part = split(charged, subs)
+        if taken:
+            spent = dict(taken)
+            subs = [replace(q, balance_nanos=q.balance_nanos - spent[q.id])
+                    if q.id in spent else q for q in subs]
+            quotas[user_id] = subs
+            touched.update((q.id, q) for q in subs if q.id in spent)
         if balance is not None:
-            balance -= charged
+            balance -= wallet_part
             balances[user_id] = balance
-            user_debits[user_id] = user_debits.get(user_id, 0) + charged
-        if charged and balance is not None:
+            user_debits[user_id] = user_debits.get(user_id, 0) + wallet_part
+        if wallet_part and balance is not None:
             ledger_rows.append({
-                "user_id": user_id, "kind": CHARGE, "amount_nanos": -charged,
+                "user_id": user_id, "kind": CHARGE, "amount_nanos": -wallet_part,
                 "balance_after_nanos": balance, "actor_user_id": None, "ref": request_id,
                 "memo": str(item.get("model_name") or "")[:200], "created_at": now})
+        inviter = referrers.get(user_id)
+        bonus = commission_nanos(wallet_part, rate) if inviter is not None else 0
+        if bonus and inviter is not None and inviter in balances:
+            balances[inviter] += bonus
+            user_debits[inviter] = user_debits.get(inviter, 0) - bonus
+            ledger_rows.append({
+                "user_id": inviter, "kind": REFERRAL, "amount_nanos": bonus,
+                "balance_after_nanos": balances[inviter], "actor_user_id": None,
+                "ref": f"{REFERRAL}:{request_id}", "memo": f"referral commission from user "
+                f"{user_id}", "created_at": now})
+            commissions.append({
+                "referrer_id": inviter, "referred_user_id": user_id,
+                "request_id": request_id, "base_cost_nanos": wallet_part,
+                "rate_nanos": int(rate * 1_000_000_000), "amount_nanos": bonus,
+                "created_at": now})
         if key is not None:
             key[1] += charged
             counters = key_updates.setdefault(key_id, {  # type: ignore[arg-type]
@@ -154,6 +199,7 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
             counters["cached"] += int(item.get("cached_input_tokens") or 0)
         log = {name: value for name, value in item.items() if name in _LOG_COLUMNS}
         log["cost_nanos"] = charged
+        log["subscription_cost_nanos"] = charged - wallet_part
         log.setdefault("created_at", now)
         if refused:
             log["status"] = 402
@@ -166,8 +212,10 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
             "request_id": request_id, "charged_nanos": charged, "balance_after_nanos": balance,
             "spent_after_nanos": key[1] if key is not None else None,
             "quota_nanos": key[0] if key is not None else None, "refused": refused,
-            "duplicate": False}
+            "duplicate": False, "subscription_nanos": charged - wallet_part}
     _apply(conn, user_debits, key_updates, ledger_rows, log_rows, now)
+    save_quotas(conn, touched.values(), now)
+    record_commissions(conn, commissions)
     return [results[item["request_id"]] for item in items]
 
 

@@ -88,6 +88,23 @@ group_memberships = Table(
     UniqueConstraint("user_id", "group_id", name="uq_group_memberships_user_group"),
 )
 
+#: one-time email codes; only sha256(lower(email)|purpose|code) is kept (console contract §2.4)
+email_codes = Table(
+    "email_codes", metadata,
+    _id(),
+    Column("email", String(254), nullable=False),
+    # registration | password_change
+    Column("purpose", String(32), nullable=False),
+    Column("code_hash", String(64), nullable=False),
+    Column("captcha_verified", Boolean, nullable=False, server_default=FALSE),
+    Column("attempts", Integer, nullable=False, server_default=ZERO),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("used_at", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+Index("ix_email_codes_email_purpose", email_codes.c.email, email_codes.c.purpose)
+Index("ix_email_codes_expires_at", email_codes.c.expires_at)
+
 settings = Table(
     "settings", metadata,
     Column("key", String(100), primary_key=True),
@@ -321,7 +338,187 @@ orders = Table(
     Column("subscription_plan_id", Integer, nullable=True),
     Column("expires_at", UTCDateTime, nullable=False),
     Column("paid_at", UTCDateTime, nullable=True),
+    # payment channel id ("legacy" for the flat payment_* settings)
+    Column("channel_id", String(64), nullable=False, server_default="legacy"),
+    # what the provider must report: local_amount (CNY) or amount, in ``currency``
+    Column("gateway_amount_nanos", BigInteger, nullable=False, server_default=ZERO),
+    # raw verified notification (also kept, uncredited, when it arrives after expiry)
+    Column("notify_payload", Text, nullable=True),
+    Column("notified_at", UTCDateTime, nullable=True),
+    Column("failure_reason", Text, nullable=False, server_default=""),
     *_timestamps(),
 )
 Index("ix_orders_user_time", orders.c.user_id, orders.c.created_at)
 Index("ix_orders_status_expiry", orders.c.status, orders.c.expires_at)
+
+
+# --- wallet extras: check-in, plans and subscriptions, redeem codes, referral ---------------
+
+check_ins = Table(
+    "check_ins", metadata,
+    _id(),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    # the calendar date in ``checkin_timezone`` (YYYY-MM-DD): one reward per user per local day
+    Column("check_in_date", String(10), nullable=False),
+    Column("reward_amount_nanos", BigInteger, nullable=False),
+    Column("streak_days", Integer, nullable=False),
+    Column("reward_kind", String(32), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("user_id", "check_in_date", name="uq_check_ins_user_date"),
+)
+
+subscription_plans = Table(
+    "subscription_plans", metadata,
+    _id(),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("description", Text, nullable=False, server_default=""),
+    Column("reset_amount_nanos", BigInteger, nullable=False),
+    Column("reset_interval_days", Integer, nullable=False),
+    Column("price_nanos", BigInteger, nullable=False, server_default=ZERO),
+    # 0 = a subscription to this plan never expires
+    Column("duration_days", Integer, nullable=False, server_default=ZERO),
+    Column("purchasable", Boolean, nullable=False, server_default=FALSE),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    *_timestamps(),
+)
+
+user_subscriptions = Table(
+    "user_subscriptions", metadata,
+    _id(),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("plan_id", Integer, ForeignKey("subscription_plans.id"), nullable=False),
+    # the quota left in this cycle; spent before the wallet by settlement
+    Column("balance_nanos", BigInteger, nullable=False),
+    Column("active_until", UTCDateTime, nullable=True),
+    Column("next_reset_at", UTCDateTime, nullable=False),
+    Column("last_reset_at", UTCDateTime, nullable=True),
+    Column("source", String(32), nullable=False, server_default=""),
+    *_timestamps(),
+)
+Index("ix_user_subscriptions_user", user_subscriptions.c.user_id, user_subscriptions.c.id)
+
+redeem_codes = Table(
+    "redeem_codes", metadata,
+    _id(),
+    Column("code", String(64), nullable=False, unique=True),
+    Column("amount_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("group_id", Integer, ForeignKey("groups.id"), nullable=True),
+    Column("group_duration_days", Integer, nullable=False, server_default=ZERO),
+    Column("subscription_plan_id", Integer, ForeignKey("subscription_plans.id"), nullable=True),
+    Column("subscription_duration_days", Integer, nullable=False, server_default=ZERO),
+    Column("allow_stacking", Boolean, nullable=False, server_default=FALSE),
+    # 0 = unlimited (contract section 0); redemptions never exceed it (conditional UPDATE)
+    Column("max_uses", Integer, nullable=False, server_default=text("1")),
+    Column("used_count", Integer, nullable=False, server_default=ZERO),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    Column("expires_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+
+redeem_uses = Table(
+    "redeem_uses", metadata,
+    _id(),
+    Column("redeem_code_id", Integer, ForeignKey("redeem_codes.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("amount_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("subscription_plan_id", Integer, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("redeem_code_id", "user_id", name="uq_redeem_uses_code_user"),
+)
+
+referral_commissions = Table(
+    "referral_commissions", metadata,
+    _id(),
+    Column("referrer_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("referred_user_id", Integer, nullable=False),
+    # the billed call (usage_logs.request_id); one commission per call
+    Column("request_id", String(64), nullable=False, unique=True),
+    Column("base_cost_nanos", BigInteger, nullable=False),
+    Column("rate_nanos", BigInteger, nullable=False),
+    Column("amount_nanos", BigInteger, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+Index("ix_referral_commissions_referrer", referral_commissions.c.referrer_id,
+      referral_commissions.c.id)
+
+# --- passkeys and sign-in challenges ----------------------------------------------------------
+
+passkeys = Table(
+    "passkeys", metadata,
+    _id(),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    # base64url (no padding) of the raw credential id; unique across all users
+    Column("credential_id", String(1400), nullable=False, unique=True),
+    # base64url of the COSE public key
+    Column("public_key", Text, nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("sign_count", BigInteger, nullable=False, server_default=ZERO),
+    Column("last_used_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+Index("ix_passkeys_user", passkeys.c.user_id)
+
+auth_challenges = Table(
+    "auth_challenges", metadata,
+    _id(),
+    # the passkey challenge or OIDC state (single use: consumed by a conditional DELETE)
+    Column("key", String(128), nullable=False, unique=True),
+    # passkey_register | passkey_login | oidc_login | oidc_bind
+    Column("purpose", String(32), nullable=False),
+    # the user the challenge is bound to (0 = bound to no account); no FK: rows live minutes
+    Column("user_id", Integer, nullable=True),
+    Column("data", JSONText, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+Index("ix_auth_challenges_expiry", auth_challenges.c.expires_at)
+
+# --- operations -----------------------------------------------------------------------------
+
+announcements = Table(
+    "announcements", metadata,
+    _id(),
+    Column("title", String(120), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    Column("sort_order", Integer, nullable=False, server_default=ZERO),
+    *_timestamps(),
+)
+Index("ix_announcements_order", announcements.c.sort_order, announcements.c.created_at)
+
+# --- operations -----------------------------------------------------------------------------
+
+status_monitors = Table(
+    "status_monitors", metadata,
+    _id(),
+    Column("name", String(100), nullable=False),
+    Column("target_url", Text, nullable=False),
+    # http | tcp
+    Column("check_type", String(8), nullable=False, server_default="http"),
+    Column("method", String(8), nullable=False, server_default="GET"),
+    Column("interval_seconds", Integer, nullable=False, server_default=text("60")),
+    Column("retention_hours", Integer, nullable=False, server_default=text("168")),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    # pending | up | down
+    Column("last_status", String(16), nullable=False, server_default="pending"),
+    Column("last_latency_ms", Integer, nullable=False, server_default=ZERO),
+    Column("last_status_code", Integer, nullable=False, server_default=ZERO),
+    Column("last_message", Text, nullable=False, server_default=""),
+    Column("last_checked_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+
+status_checks = Table(
+    "status_checks", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("monitor_id", Integer, ForeignKey("status_monitors.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("latency_ms", Integer, nullable=False, server_default=ZERO),
+    Column("status_code", Integer, nullable=False, server_default=ZERO),
+    Column("message", Text, nullable=False, server_default=""),
+    Column("checked_at", UTCDateTime, nullable=False),
+)
+Index("ix_status_checks_monitor_time", status_checks.c.monitor_id, status_checks.c.checked_at)

@@ -14,7 +14,7 @@ from sqlalchemy import delete, update
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
-from console.services.tokens import InvalidToken, TokenCodec
+from gateway.session_tokens import InvalidToken, TokenCodec
 from gateway.store import schema
 from gateway.store import users as user_store
 from tests.support.app import TEST_SECRETS, AppTestCase

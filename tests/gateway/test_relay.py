@@ -20,7 +20,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 from gateway.channels.http import UpstreamAborted, UpstreamClient, UpstreamResponse
 from gateway.relay import BytesRelay, EventRelay, StreamWriter
-from gateway.sse import DONE, PING, SSEEvent, encode_event
+from gateway.sse import DONE, PING, SSEEvent, SSEParser, SSETooLarge, encode_event
 from tests.gateway.test_upstream_client import wait_for
 from tests.support.upstream import FakeUpstream, content_piece, speech_bytes
 
@@ -71,7 +71,10 @@ class RelayResource(Resource):
         if response.header(b"content-type") == b"audio/mpeg":
             relay = BytesRelay(writer, response)
         else:
-            relay = EventRelay(writer, response, self.on_event)
+            model = request.path.decode()
+            cap = SSEParser(max_event_bytes=64) if "tiny-cap" in model else None
+            on_event = self.exploding if "explode" in model else self.on_event
+            relay = EventRelay(writer, response, on_event, parser=cap)
         response.deliver(relay, idle_timeout=60)
 
         def ended(outcome: Failure | None) -> None:
@@ -82,6 +85,11 @@ class RelayResource(Resource):
             writer.finish()
 
         relay.done.addCallbacks(lambda _: ended(None), ended)
+
+    def exploding(self, event: SSEEvent) -> bytes | None:
+        if b"tok1" in event.data:
+            raise ValueError("translator bug")
+        return self.on_event(event)
 
     def on_event(self, event: SSEEvent) -> bytes | None:
         if event.data == b"[DONE]":
@@ -254,3 +262,20 @@ class RelayTests(TestCase):
         assert client.contents() == 4000
         assert self.writer.bytes_sent > held
         assert self.resource.outcomes == [None]
+
+    async def test_on_event_exception_aborts_upstream_and_ends_the_stream(self) -> None:
+        client = await self.connect("/gpt+chunks-5000+pace-0.001+explode")
+        await wait_for(lambda: client.data.endswith(b"0\r\n\r\n"))
+        outcome = self.resource.outcomes[-1]
+        assert outcome is not None and outcome.check(ValueError)
+        assert client.contents() == 1
+        assert client.data.count(b"upstream broke") == 1
+        await wait_for(lambda: self.fake.open_connections == 0)
+
+    async def test_oversized_event_aborts_upstream(self) -> None:
+        client = await self.connect("/gpt+chunks-5000+pace-0.001+tiny-cap")
+        await wait_for(lambda: client.data.endswith(b"0\r\n\r\n"))
+        outcome = self.resource.outcomes[-1]
+        assert outcome is not None and outcome.check(SSETooLarge)
+        assert client.data.count(b"upstream broke") == 1
+        await wait_for(lambda: self.fake.open_connections == 0)

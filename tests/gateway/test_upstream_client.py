@@ -336,3 +336,23 @@ class FakeUpstreamRouteTests(TestCase):
         code, _ = await self.post("/v1/moderations", {"input": "x"},
                                   headers={b"authorization": [b"Bearer sk-right"]})
         assert code == 200
+
+
+class Hangup(Protocol):
+    def connectionMade(self) -> None:
+        self.transport.loseConnection()
+
+
+class SchemeTests(TestCase):
+    async def test_failed_tls_handshake_and_unknown_scheme_are_unavailable(self) -> None:
+        port = reactor.listenTCP(0, Factory.forProtocol(Hangup), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        number = port.getHost().port
+        client = UpstreamClient(reactor)
+        self.addCleanup(client.close)
+        with self.assertRaises(UpstreamUnavailable):
+            await client.request("GET", f"https://127.0.0.1:{number}/v1/models", None, None,
+                                 first_byte_timeout=5)
+        with self.assertRaises(UpstreamUnavailable):
+            await client.request("GET", f"ftp://127.0.0.1:{number}/x", None, None,
+                                 first_byte_timeout=5)

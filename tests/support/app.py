@@ -15,7 +15,8 @@ import orjson
 import treq
 from argon2 import PasswordHasher
 from twisted.internet import reactor
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
+from twisted.protocols.policies import WrappingFactory
 from twisted.trial.unittest import TestCase
 from twisted.web.client import HTTPConnectionPool
 from twisted.web.server import Site
@@ -65,11 +66,19 @@ class AppTestCase(TestCase):
             self.database_url = f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
         self.app = self.open_app()
         self.addCleanup(self.app.close)
-        self.port = reactor.listenTCP(0, Site(self.app.root), interface="127.0.0.1")
+        self.site_factory = WrappingFactory(Site(self.app.root))
+        self.port = reactor.listenTCP(0, self.site_factory, interface="127.0.0.1")
+        self.addCleanup(self._close_server_connections)
         self.addCleanup(self.port.stopListening)
         self.base = f"http://127.0.0.1:{self.port.getHost().port}"
         self.pool = HTTPConnectionPool(reactor, persistent=False)
         self.addCleanup(self.pool.closeCachedConnections)
+
+    def _close_server_connections(self) -> Any:
+        """Keep-alive client connections would leave the reactor dirty: drop them."""
+        for protocol in list(self.site_factory.protocols):
+            protocol.transport.abortConnection()
+        return deferLater(reactor, 0.01, lambda: None)
 
     def open_app(self, **overrides: Any) -> Lockgate:
         options: dict[str, Any] = dict(

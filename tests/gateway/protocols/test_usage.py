@@ -115,3 +115,11 @@ def test_encoders_round_trip_through_extraction():
     written = Usage(input=100, output=1, cache_write_5m=20, cache_write_1h=10)
     assert chat_usage(written)["cache_creation_input_tokens"] == 20
     assert extract_usage("chat", chat_usage(written)) == written
+
+
+def test_details_cache_write_is_inside_input():
+    usage = extract_usage("responses", {"input_tokens": 500, "output_tokens": 5,
+                                        "total_tokens": 505,
+                                        "input_tokens_details": {"cached_tokens": 100,
+                                                                 "cache_write_tokens": 300}})
+    assert usage == Usage(input=500, output=5, cache_read=100, cache_write_5m=300)

@@ -1,0 +1,100 @@
+"""From a chosen candidate and measured usage to a settlement record (pure bookkeeping).
+
+Keeps the /v1 function short: the price set a candidate bills with, the worst-case amount to
+reserve over all attempts, the usage fallback when an upstream reported none (contract §10.3),
+and the usage-log record of every exit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from gateway.billing.cost import DIMENSIONS, PriceSet, billing_tiers, compute_cost
+from gateway.billing.estimate_reserve import reserve_amount_nanos
+from gateway.billing.pricing import EffectivePrices
+from gateway.billing.settlement import SettlementRecord
+from gateway.billing.usage import Usage
+from gateway.catalog.snapshot import Candidate, CatalogSnapshot
+
+
+@dataclass(frozen=True)
+class Priced:
+    candidate: Candidate
+    effective: EffectivePrices
+    prices: PriceSet
+
+
+def price(candidate: Candidate, snapshot: CatalogSnapshot, group_ids: Sequence[int],
+          mode: str) -> Priced:
+    effective = candidate.prices_for(snapshot.group_rates(group_ids), mode)
+    model = candidate.model
+    tiers = {dim: billing_tiers(model.tiers.get(col)) for dim, col in DIMENSIONS.items()}
+    prices = PriceSet(
+        **{dim: effective.base.get(col, Decimal(0)) for dim, col in DIMENSIONS.items()},
+        tiers={dim: t for dim, t in tiers.items() if t},
+        quota_type=model.quota_type if model.quota_type in (0, 1) else 0,
+    )
+    return Priced(candidate, effective, prices)
+
+
+def reserve_for(priced: Sequence[Priced], input_tokens: int, max_output: int | None,
+                default_output: int) -> int:
+    """The largest worst-case cost over every candidate the request may be sent to."""
+    return max(
+        reserve_amount_nanos(
+            p.prices, input_tokens, max_output, default_output_reserve=default_output,
+            group_multiplier=p.effective.group_multiplier,
+            user_channel_multiplier=p.effective.user_channel_multiplier)
+        for p in priced)
+
+
+def fallback_usage(input_tokens: int, output_tokens: int) -> Usage:
+    return Usage(input=input_tokens, output=output_tokens, estimated=True)
+
+
+@dataclass
+class RequestLog:
+    """What the pipeline learns as it goes; turned into the settlement record at the end."""
+
+    request_id: str
+    user_id: int
+    api_key_id: int | None
+    endpoint: str
+    started: float
+    ip: str
+    user_agent: str
+    model_name: str = ""
+    is_stream: bool = False
+    priced: Priced | None = None
+    usage: Usage | None = None
+    delivered: bool = False
+    status: int = 200
+    error_message: str = ""
+    first_byte_at: float | None = None
+
+    def record(self, now: float, created_at: datetime) -> SettlementRecord:
+        cost = None
+        candidate = self.priced.candidate if self.priced else None
+        if self.priced is not None and self.usage is not None and (
+                self.delivered or self.status < 400):
+            cost = compute_cost(self.usage, self.priced.prices,
+                                self.priced.effective.group_multiplier,
+                                self.priced.effective.user_channel_multiplier)
+        first = self.first_byte_at if self.first_byte_at is not None else now
+        return SettlementRecord(
+            request_id=self.request_id, user_id=self.user_id, api_key_id=self.api_key_id,
+            cost=cost, usage=self.usage or Usage(), delivered=self.delivered,
+            model_name=self.model_name, endpoint=self.endpoint, is_stream=self.is_stream,
+            status=0 if self.status < 400 else self.status,
+            error_message=self.error_message[:512],
+            response_time_ms=int((now - self.started) * 1000),
+            first_response_time_ms=int((first - self.started) * 1000),
+            user_channel_id=candidate.user_channel.id if candidate else None,
+            channel_id=candidate.channel.id if candidate else None,
+            model_config_id=candidate.config.id if candidate else None,
+            prices=self.priced.prices.as_json() if self.priced else None,
+            ip=self.ip, user_agent=self.user_agent[:512], created_at=created_at,
+        )

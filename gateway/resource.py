@@ -1,0 +1,79 @@
+"""The /v1 and /v1beta resource: a plain twisted.web Resource (no Klein on the hot path).
+
+Dispatch is one dict lookup on (method, path).  Unknown paths answer 404 before any
+authentication, as the contract says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from twisted.internet.defer import ensureDeferred
+from twisted.logger import Logger
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+
+from gateway import account_routes, errors
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError
+from gateway.request_io import write_error, write_json_bytes
+from gateway.text_route import TextCall
+
+log = Logger()
+
+Handler = Callable[[GatewayContext, Any], Coroutine[Any, Any, None]]
+
+
+def _text(family: str, endpoint: str) -> Handler:
+    async def handle(ctx: GatewayContext, request: Any) -> None:
+        await TextCall(ctx, request, family, endpoint).run()
+
+    return handle
+
+
+def _json(fn: Callable[[GatewayContext, Any], Coroutine[Any, Any, bytes]]) -> Handler:
+    async def handle(ctx: GatewayContext, request: Any) -> None:
+        try:
+            body = await fn(ctx, request)
+        except GatewayError as error:
+            write_error(request, errors.OPENAI, error)
+            return
+        except Exception:
+            log.failure("unhandled error on {path}", path=request.path)
+            write_error(request, errors.OPENAI, errors.internal())
+            return
+        write_json_bytes(request, 200, body)
+
+    return handle
+
+
+ROUTES: dict[tuple[bytes, bytes], Handler] = {
+    (b"POST", b"/v1/chat/completions"): _text("chat", "/v1/chat/completions"),
+    (b"POST", b"/v1/completions"): _text("completions", "/v1/completions"),
+    (b"POST", b"/v1/responses"): _text("responses", "/v1/responses"),
+    (b"GET", b"/v1/models"): _json(account_routes.models),
+    (b"GET", b"/v1/balance"): _json(account_routes.key_balance),
+    (b"GET", b"/v1/user/balance"): _json(account_routes.user_balance),
+}
+
+
+class GatewayResource(Resource):
+    isLeaf = True
+
+    def __init__(self, ctx: GatewayContext, routes: dict[tuple[bytes, bytes], Handler] | None
+                 = None) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.routes = dict(ROUTES)
+        self.routes.update(routes or {})
+
+    def render(self, request: Any) -> Any:
+        path = request.path.rstrip(b"/") or b"/"
+        handler = self.routes.get((request.method, path))
+        if handler is None:
+            write_error(request, errors.OPENAI, errors.not_found())
+            return NOT_DONE_YET
+        d = ensureDeferred(handler(self.ctx, request))
+        d.addErrback(lambda f: log.failure("gateway handler crashed", f))
+        return NOT_DONE_YET

@@ -1,0 +1,241 @@
+"""Reads over ``usage_logs``: filtered log pages, stats aggregates, per-channel usage, deletion.
+
+The log table is the biggest table Lockgate has (a million rows is ordinary), so every query
+here is shaped for its indexes -- (user_id | api_key_id | channel_id | user_channel_id |
+model_name, created_at) and (created_at):
+
+- the model filter is a case-insensitive substring (contract §1.4), which no B-tree index can
+  serve directly.  Instead the distinct logged model names are walked through the
+  (model_name, created_at) index one ``MIN(model_name) > ?`` probe at a time (a handful of
+  index seeks per distinct name, not a table scan), matched in Python, and the page is then
+  read with ``model_name IN (...)`` -- an indexed lookup.  Deployments with an unusual number
+  of distinct names fall back to ``lower(model_name) LIKE``;
+- pages are ``created_at DESC, id DESC`` with LIMIT/OFFSET; time bounds are half-open ranges
+  on ``created_at``.
+
+Every function takes a ``Connection`` (run through ``DBRunner.transaction``) and returns plain
+values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, func, select, true
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from gateway.store import schema
+
+logs = schema.usage_logs
+
+#: above this many distinct logged model names the substring filter uses LIKE instead
+DISTINCT_NAME_PROBES = 2000
+#: rows removed per statement by the retention job (keeps each lock short)
+DELETE_BATCH = 5000
+#: every table holding a kind of log row; ``DELETE /api/logs`` empties those that exist
+LOG_TABLES = ("usage_logs", "audit_logs", "plugin_logs", "status_monitor_checks",
+              "scheduled_task_runs")
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """What a log query may be narrowed by (all optional; ``end`` is exclusive)."""
+
+    user_id: int | None = None
+    api_key_id: int | None = None
+    user_channel_id: int | None = None
+    channel_id: int | None = None
+    #: case-insensitive substring of the logged model name
+    model: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+def model_names_containing(conn: Connection, needle: str) -> list[str] | None:
+    """The distinct logged model names containing ``needle`` (case-insensitive), or ``None``
+    when there are too many distinct names to walk (the caller then uses LIKE)."""
+    wanted = needle.lower()
+    found: list[str] = []
+    current: str | None = None
+    for _ in range(DISTINCT_NAME_PROBES):
+        query = select(func.min(logs.c.model_name))
+        if current is not None:
+            query = query.where(logs.c.model_name > current)
+        current = conn.execute(query).scalar()
+        if current is None:
+            return found
+        if wanted in current.lower():
+            found.append(current)
+    return None
+
+
+def _like_pattern(needle: str) -> str:
+    escaped = needle.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _conditions(conn: Connection, flt: LogFilter) -> list[ColumnElement[bool]] | None:
+    """SQL conditions for ``flt``; ``None`` when nothing can match."""
+    conditions: list[ColumnElement[bool]] = []
+    for column, value in ((logs.c.user_id, flt.user_id), (logs.c.api_key_id, flt.api_key_id),
+                          (logs.c.user_channel_id, flt.user_channel_id),
+                          (logs.c.channel_id, flt.channel_id)):
+        if value is not None:
+            conditions.append(column == value)
+    if flt.start is not None:
+        conditions.append(logs.c.created_at >= flt.start)
+    if flt.end is not None:
+        conditions.append(logs.c.created_at < flt.end)
+    if flt.model:
+        names = model_names_containing(conn, flt.model)
+        if names is None:
+            conditions.append(func.lower(logs.c.model_name).like(_like_pattern(flt.model),
+                                                                 escape="\\"))
+        elif not names:
+            return None
+        else:
+            conditions.append(logs.c.model_name.in_(names))
+    return conditions
+
+
+def list_logs(conn: Connection, flt: LogFilter, *, limit: int, offset: int = 0,
+              with_total: bool = True) -> dict[str, Any]:
+    """``{"items": [row dicts], "total": n}`` newest first (``total`` None without it)."""
+    conditions = _conditions(conn, flt)
+    if conditions is None:
+        return {"items": [], "total": 0 if with_total else None}
+    where = and_(true(), *conditions)
+    rows = conn.execute(
+        select(logs).where(where)
+        .order_by(logs.c.created_at.desc(), logs.c.id.desc())
+        .limit(limit).offset(offset)
+    ).mappings().all()
+    total = None
+    if with_total:
+        total = conn.execute(select(func.count()).select_from(logs).where(where)).scalar_one()
+    return {"items": [dict(row) for row in rows], "total": total}
+
+
+def _totals(conn: Connection, *conditions: ColumnElement[bool]) -> dict[str, int]:
+    row = conn.execute(
+        select(func.count(), func.coalesce(func.sum(logs.c.cost_nanos), 0),
+               func.coalesce(func.sum(logs.c.input_tokens + logs.c.output_tokens), 0))
+        .select_from(logs).where(and_(true(), *conditions))
+    ).one()
+    return {"requests": int(row[0]), "cost_nanos": int(row[1]), "tokens": int(row[2])}
+
+
+def daily_trend(conn: Connection, days: list[tuple[str, datetime, datetime]],
+                user_id: int | None = None) -> list[dict[str, Any]]:
+    """``[{date, requests, cost_nanos}]`` for each (label, start, end) day window."""
+    trend = []
+    for label, start, end in days:
+        conditions = [logs.c.created_at >= start, logs.c.created_at < end]
+        if user_id is not None:
+            conditions.append(logs.c.user_id == user_id)
+        totals = _totals(conn, *conditions)
+        trend.append({"date": label, "requests": totals["requests"],
+                      "cost_nanos": totals["cost_nanos"]})
+    return trend
+
+
+def admin_stats(conn: Connection, today: datetime,
+                days: list[tuple[str, datetime, datetime]]) -> dict[str, Any]:
+    """Counts and money for ``GET /api/stats`` (console contract §5.1)."""
+    s = schema
+    everything = _totals(conn)
+    today_totals = _totals(conn, logs.c.created_at >= today)
+    revenue = conn.execute(
+        select(func.coalesce(func.sum(s.orders.c.amount_nanos), 0))
+        .where(s.orders.c.status == "paid")
+    ).scalar_one()
+    return {
+        "users": conn.execute(select(func.count()).select_from(s.users)).scalar_one(),
+        "channels": conn.execute(select(func.count()).select_from(s.channels)).scalar_one(),
+        "total_requests": everything["requests"],
+        "total_cost_nanos": everything["cost_nanos"],
+        "today_requests": today_totals["requests"],
+        "today_cost_nanos": today_totals["cost_nanos"],
+        "revenue_nanos": int(revenue),
+        "trend": daily_trend(conn, days),
+    }
+
+
+def user_stats(conn: Connection, user_id: int, today: datetime, minute_ago: datetime,
+               days: list[tuple[str, datetime, datetime]]) -> dict[str, Any]:
+    """The caller's usage numbers for ``GET /api/user/stats`` (console contract §4.3)."""
+    mine = logs.c.user_id == user_id
+    everything = _totals(conn, mine)
+    last_minute = _totals(conn, mine, logs.c.created_at >= minute_ago)
+    return {
+        "total_requests": everything["requests"],
+        "total_cost_nanos": everything["cost_nanos"],
+        "today_requests": _totals(conn, mine, logs.c.created_at >= today)["requests"],
+        "rpm": last_minute["requests"],
+        "tpm": last_minute["tokens"],
+        "trend": daily_trend(conn, days, user_id),
+    }
+
+
+def _usage_by(conn: Connection, column: Any, start: datetime | None,
+              end: datetime | None) -> dict[int, dict[str, int]]:
+    conditions: list[ColumnElement[bool]] = [column.is_not(None)]
+    if start is not None:
+        conditions.append(logs.c.created_at >= start)
+    if end is not None:
+        conditions.append(logs.c.created_at < end)
+    rows = conn.execute(
+        select(column, func.count(), func.coalesce(func.sum(logs.c.input_tokens), 0),
+               func.coalesce(func.sum(logs.c.output_tokens), 0),
+               func.coalesce(func.sum(logs.c.cached_input_tokens), 0),
+               func.coalesce(func.sum(logs.c.cost_nanos), 0))
+        .where(and_(*conditions)).group_by(column)
+    ).all()
+    return {
+        int(row[0]): {"request_count": int(row[1]), "input_tokens": int(row[2]),
+                      "output_tokens": int(row[3]), "cached_input_tokens": int(row[4]),
+                      "cost_nanos": int(row[5])}
+        for row in rows
+    }
+
+
+def channel_usage(conn: Connection, start: datetime | None = None,
+                  end: datetime | None = None) -> dict[str, Any]:
+    """Every user channel and upstream channel with its usage totals (contract §5.3)."""
+    s = schema
+    user_channels = [dict(r) for r in conn.execute(
+        select(s.user_channels).order_by(s.user_channels.c.name, s.user_channels.c.id)
+    ).mappings()]
+    channels = [dict(r) for r in conn.execute(
+        select(s.channels).order_by(s.channels.c.priority.desc(), s.channels.c.weight.desc(),
+                                    s.channels.c.name, s.channels.c.id)
+    ).mappings()]
+    return {
+        "user_channels": user_channels,
+        "channels": channels,
+        "by_user_channel": _usage_by(conn, logs.c.user_channel_id, start, end),
+        "by_channel": _usage_by(conn, logs.c.channel_id, start, end),
+    }
+
+
+def delete_all_logs(conn: Connection) -> int:
+    """Empty every log table that exists (``DELETE /api/logs``); returns the rows removed."""
+    deleted = 0
+    for name in LOG_TABLES:
+        table = schema.metadata.tables.get(name)
+        if table is not None:
+            deleted += conn.execute(delete(table)).rowcount or 0
+    return deleted
+
+
+def delete_usage_before(conn: Connection, cutoff: datetime, batch: int = DELETE_BATCH) -> int:
+    """Remove up to ``batch`` usage rows older than ``cutoff``; returns how many went."""
+    ids = select(logs.c.id).where(logs.c.created_at < cutoff).order_by(
+        logs.c.created_at).limit(batch)
+    doomed = [row[0] for row in conn.execute(ids)]
+    if not doomed:
+        return 0
+    return conn.execute(delete(logs).where(logs.c.id.in_(doomed))).rowcount or 0

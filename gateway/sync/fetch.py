@@ -1,0 +1,103 @@
+"""One bounded server-side HTTP request for sync and health checks (not on the relay path).
+
+Model/price sync, status monitors and channel probes each make an occasional request to an
+admin-configured URL.  They share the same needs: a fresh ``Agent`` on the injected reactor
+(no connection kept: these calls are rare), one deadline on the injected clock covering connect,
+headers *and* body, a cap on how much body is read, and errors as one exception type with a
+short message that is safe to show an admin.  The URL policy (SSRF guard) is the caller's job:
+callers run ``gateway.net_policy.check_url`` before calling ``fetch``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.python.failure import Failure
+from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.http_headers import Headers
+from twisted.web.iweb import IResponse
+
+from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
+
+USER_AGENT = b"Lockgate/1.0 (+sync; status)"
+MAX_MESSAGE = 500
+
+
+class FetchError(Exception):
+    """The request failed (connect, timeout, body too large, ...); the text says how."""
+
+
+@dataclass(frozen=True)
+class Fetched:
+    status: int
+    body: bytes
+
+
+def _short(text: str) -> str:
+    return text[:MAX_MESSAGE]
+
+
+def describe(failure: Failure) -> str:
+    reasons = getattr(failure.value, "reasons", None)
+    if reasons:
+        return "; ".join(r.getErrorMessage() for r in reasons)
+    return failure.getErrorMessage() or failure.type.__name__
+
+
+async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
+                headers: dict[str, str] | None = None, timeout: float = 10,
+                limit: int = 4 << 20, read_body: bool = True) -> Fetched:
+    """``method url``; fires with the status and (up to ``limit`` bytes of) body.
+
+    Raises ``FetchError`` on any failure, including ``timeout`` seconds passing on ``clock``
+    before the body is complete.  With ``read_body`` false the body is discarded unread and the
+    connection closed as soon as the headers arrived.
+    """
+    agent = Agent(reactor, connectTimeout=timeout,
+                  pool=HTTPConnectionPool(reactor, persistent=False))
+    all_headers = Headers({b"user-agent": [USER_AGENT]})
+    for name, value in (headers or {}).items():
+        all_headers.setRawHeaders(name.encode("latin-1"), [value.encode("latin-1")])
+    expired: list[bool] = []
+    current: dict[str, Any] = {}
+
+    def expire() -> None:
+        expired.append(True)
+        if "response" in current:
+            current["response"].abort()
+        else:
+            current["request"].cancel()
+
+    timer = clock.callLater(timeout, expire)
+    try:
+        try:
+            sent: Deferred[IResponse] = agent.request(method.encode("ascii"),
+                                                      url.encode("ascii"), all_headers, None)
+        except Exception as exc:  # malformed URL
+            raise FetchError(_short(f"bad URL: {exc}")) from None
+        current["request"] = sent
+        try:
+            raw = await sent
+        except CancelledError:
+            raise FetchError(f"timeout after {timeout:g}s") from None
+        except Exception:
+            raise FetchError(_short(describe(Failure()))) from None
+        response = UpstreamResponse(raw, clock)
+        current["response"] = response
+        if not read_body:
+            response.abort()
+            return Fetched(raw.code, b"")
+        try:
+            body = await response.read_all(limit, idle_timeout=timeout)
+        except BodyTooLarge:
+            raise FetchError(f"response body is larger than {limit} bytes") from None
+        except UpstreamError as exc:
+            if expired:
+                raise FetchError(f"timeout after {timeout:g}s") from None
+            raise FetchError(_short(str(exc) or type(exc).__name__)) from None
+        return Fetched(raw.code, body)
+    finally:
+        if timer.active():
+            timer.cancel()

@@ -1,0 +1,56 @@
+"""Builds the /v1 data plane from the shared pieces the console also uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.engine import Connection
+
+from console.context import ConsoleContext
+from gateway.billing.settlement import Settler
+from gateway.billing.wallet import Wallets
+from gateway.channels.http import UpstreamClient
+from gateway.context import GatewayContext, GatewayTimeouts
+from gateway.health import ChannelHealth
+from gateway.invalidation import CATALOG, KEYS, USERS
+from gateway.limits import GatewayLimiter
+from gateway.store import schema
+from gateway.user_cache import UserCache
+
+
+def _mark_auto_disabled(conn: Connection, channel_id: int, reason: str, now: Any) -> None:
+    channels = schema.channels
+    conn.execute(update(channels).where(channels.c.id == channel_id).values(
+        auto_disabled_at=now, auto_disabled_reason=reason[:500], updated_at=now))
+
+
+def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
+                  settle_interval: float = 0.005) -> GatewayContext:
+    wallets = Wallets(ctx.db)
+    settler = Settler(ctx.db, ctx.clock, wallets, batch_interval=settle_interval)
+
+    async def auto_disable(channel_id: int, reason: str) -> None:
+        await ctx.db.transaction(_mark_auto_disabled, channel_id, reason, ctx.now())
+        await ctx.invalidation.announce(CATALOG)
+
+    async def users_changed(detail: bytes) -> None:
+        if detail.isdigit():
+            wallets.forget_user(int(detail))
+
+    async def keys_changed(_detail: bytes) -> None:
+        wallets.forget_all_keys()
+
+    ctx.invalidation.on(USERS, users_changed)
+    ctx.invalidation.on(KEYS, keys_changed)
+    gateway = GatewayContext(
+        reactor=ctx.reactor, clock=ctx.clock, db=ctx.db, state=ctx.state,
+        settings=ctx.settings, catalog=ctx.catalog, keys=ctx.keys, key_hasher=ctx.key_hasher,
+        tokens=ctx.tokens, users=UserCache(ctx.db, ctx.invalidation), wallets=wallets,
+        settler=settler,
+        upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256),
+        health=ChannelHealth(ctx.clock, on_auto_disable=auto_disable),
+        limiter=GatewayLimiter(ctx.state, ctx.settings), addresses=ctx.addresses,
+        timeouts=timeouts or GatewayTimeouts(),
+    )
+    return gateway
