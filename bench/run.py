@@ -149,10 +149,12 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
     return out
 
 
-def start_gateway(tmp: Path, port: int, cpu: str | None) -> subprocess.Popen[bytes]:
+def start_gateway(tmp: Path, port: int, cpu: str | None,
+                  profile: str | None) -> subprocess.Popen[bytes]:
     twistd = Path(sys.executable).parent / "twistd"
+    profiling = [f"--profile={profile}", "--profiler=cprofile", "--savestats"] if profile else []
     command = pinned([str(twistd), "-n", "--pidfile=", "-l", str(tmp / "twistd.log"),
-                      "lockgate", "--listen", f"tcp:{port}:interface=127.0.0.1",
+                      *profiling, "lockgate", "--listen", f"tcp:{port}:interface=127.0.0.1",
                       "--database", f"sqlite:///{tmp / 'bench.sqlite3'}",
                       "--secret-file", str(tmp / "secret")], cpu)
     return subprocess.Popen(command, cwd=str(tmp), stdout=subprocess.DEVNULL,  # noqa: S603
@@ -245,7 +247,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             results["notes"].append("gateway skipped (--direct-only)")
             return results
         gw_port = free_port()
-        gateway = start_gateway(tmp, gw_port, gateway_cpu)
+        gateway = start_gateway(tmp, gw_port, gateway_cpu, args.profile)
         if not wait_http(gw_port, "/healthz", 30):
             log = (tmp / "twistd.log").read_text(errors="replace")[-2000:] if (
                 tmp / "twistd.log").exists() else ""
@@ -278,7 +280,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 try:
-                    proc.wait(10)
+                    proc.wait(60)  # a profiled gateway writes its stats on the way out
                 except subprocess.TimeoutExpired:
                     proc.kill()
         if not args.keep:
@@ -296,6 +298,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="only measure the upstream (checks the driver itself)")
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the bare relay built from gateway/relay.py")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="run the gateway under cProfile; stats saved to FILE, top printed")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, db)")
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
                                                       "lockgate-bench-results.json"))
@@ -307,6 +311,11 @@ def main(argv: list[str] | None = None) -> None:
         print("note:", note)
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(f"results written to {args.out}")
+    if args.profile and Path(args.profile).exists():
+        import pstats
+
+        print(f"\ngateway profile ({args.profile}), top functions by own time:")
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
 
 
 if __name__ == "__main__":

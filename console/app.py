@@ -14,22 +14,35 @@ from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
 from console.routes.admin_users import AdminUserRoutes
+from console.routes.announcements import AnnouncementRoutes
 from console.routes.api_keys import ApiKeyRoutes, LegacyApiKeyRoutes
 from console.routes.catalog import CatalogRoutes
 from console.routes.channel_models import ChannelModelRoutes
+from console.routes.channel_usage import ChannelUsageRoutes
 from console.routes.channels import ChannelRoutes
 from console.routes.groups import GroupRoutes
+from console.routes.logs import LogRoutes
 from console.routes.me import MeRoutes
 from console.routes.models import ModelRoutes
 from console.routes.passkey_auth import PasskeyAuthRoutes
 from console.routes.passkeys import PasskeyRoutes
 from console.routes.password_auth import PasswordAuthRoutes
+from console.routes.password_change import PasswordChangeRoutes
+from console.routes.payment_notify import EpayNotifyRoutes, StripeNotifyRoutes
+from console.routes.payments import PaymentRoutes
 from console.routes.pricing import PricingRoutes
 from console.routes.public import PublicSettingsRoutes
+from console.routes.public_announcements import PublicAnnouncementRoutes
 from console.routes.public_models import PublicModelsRoutes
+from console.routes.public_status import PublicStatusRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
+from console.routes.stats import StatsRoutes
+from console.routes.status_monitors import StatusMonitorRoutes
+from console.routes.updates import UpdateRoutes
 from console.routes.user_channels import UserChannelRoutes
+from console.routes.user_logs import UserLogRoutes
+from console.routes.user_stats import UserStatsRoutes
 from console.static import JsonNotFound
 
 #: (mount path, route group factory)
@@ -41,10 +54,13 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/channels", ChannelRoutes),
     ("api/channel-models", ChannelModelRoutes),
     ("api/models", ModelRoutes),
+    ("api/status-monitors", StatusMonitorRoutes),
+    ("api/public/status", PublicStatusRoutes),
     ("api/public/settings", PublicSettingsRoutes),
     ("api/settings", SettingsRoutes),
     ("api/user/me", MeRoutes),
     ("auth/password", PasswordAuthRoutes),
+    ("api/user/password", PasswordChangeRoutes),
     ("api/user/api-keys", ApiKeyRoutes),
     ("api/user/api-key", LegacyApiKeyRoutes),
     ("api/user/catalog", CatalogRoutes),
@@ -52,6 +68,18 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/pricing", PricingRoutes),
     ("auth/passkey", PasskeyAuthRoutes),
     ("api/user/passkeys", PasskeyRoutes),
+    ("api/user/payment", PaymentRoutes),
+    ("api/payment/yipay", EpayNotifyRoutes),
+    ("api/payment/epay", EpayNotifyRoutes),
+    ("api/payment/stripe", StripeNotifyRoutes),
+    ("api/stats", StatsRoutes),
+    ("api/user/stats", UserStatsRoutes),
+    ("api/logs", LogRoutes),
+    ("api/user/logs", UserLogRoutes),
+    ("api/channel-usage", ChannelUsageRoutes),
+    ("api/updates", UpdateRoutes),
+    ("api/announcements", AnnouncementRoutes),
+    ("api/public/announcements", PublicAnnouncementRoutes),
 ]
 
 

@@ -5,10 +5,12 @@ Built once by ``tap`` and handed to each route group, so no route reaches for gl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from console.services.captcha import Captcha
+from console.services.mailer import Mailer
 from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
@@ -47,6 +49,14 @@ class ConsoleContext:
     keys: KeyCache
     #: this process's node name (``LOCKGATE_NODE_NAME``); multi-node mode requires one
     node_name: str = ""
+    #: SMTP delivery per the ``smtp_*`` settings (built from reactor and clock)
+    mailer: Mailer = field(init=False)
+    #: captcha verification against the configured provider
+    captcha: Captcha = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.mailer = Mailer(self.reactor, self.clock)
+        self.captcha = Captcha(self.reactor, self.clock)
 
     @property
     def settings(self) -> Settings:

@@ -47,10 +47,13 @@ class OrderExpiry:
                 return closed
 
     def _tick(self) -> Deferred[None]:
-        d = ensureDeferred(self.run_once())
-        d.addCallbacks(lambda _closed: None,
-                       lambda failure: log.failure("order expiry failed", failure))
-        return d
+        async def tick() -> None:
+            try:
+                await self.run_once()
+            except Exception:
+                log.failure("order expiry failed")
+
+        return ensureDeferred(tick())
 
     def start(self) -> None:
         if self._loop is None:

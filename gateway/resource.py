@@ -14,9 +14,10 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-from gateway import account_routes, errors
+from gateway import account_routes, errors, media_route
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
+from gateway.media_route import MediaCall
 from gateway.request_io import write_error, write_json_bytes
 from gateway.text_route import TextCall
 
@@ -28,6 +29,15 @@ Handler = Callable[[GatewayContext, Any], Coroutine[Any, Any, None]]
 def _text(family: str, endpoint: str) -> Handler:
     async def handle(ctx: GatewayContext, request: Any) -> None:
         await TextCall(ctx, request, family, endpoint).run()
+
+    return handle
+
+
+def _media(name: str) -> Handler:
+    route = media_route.ROUTES[name]
+
+    async def handle(ctx: GatewayContext, request: Any) -> None:
+        await MediaCall(ctx, request, route).run()
 
     return handle
 
@@ -52,6 +62,11 @@ ROUTES: dict[tuple[bytes, bytes], Handler] = {
     (b"POST", b"/v1/chat/completions"): _text("chat", "/v1/chat/completions"),
     (b"POST", b"/v1/completions"): _text("completions", "/v1/completions"),
     (b"POST", b"/v1/responses"): _text("responses", "/v1/responses"),
+    (b"POST", b"/v1/moderations"): _media("moderations"),
+    (b"POST", b"/v1/audio/speech"): _media("speech"),
+    (b"POST", b"/v1/audio/transcriptions"): _media("transcriptions"),
+    (b"POST", b"/v1/images/generations"): _media("images"),
+    (b"POST", b"/v1/images/edits"): _media("image_edits"),
     (b"GET", b"/v1/models"): _json(account_routes.models),
     (b"GET", b"/v1/balance"): _json(account_routes.key_balance),
     (b"GET", b"/v1/user/balance"): _json(account_routes.user_balance),

@@ -23,7 +23,9 @@ from gateway.client_ip import ClientAddress, parse_networks
 from gateway.context import GatewayContext
 from gateway.invalidation import Invalidation
 from gateway.keys import KeyHasher
+from gateway.order_expiry import OrderExpiry
 from gateway.resource import GatewayResource
+from gateway.retention import LogRetention
 from gateway.session_tokens import TokenCodec
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
@@ -44,6 +46,10 @@ class Lockgate:
     ctx: ConsoleContext
     root: Resource
     gateway: GatewayContext
+    #: closes unpaid top-up orders after payment_order_ttl_minutes
+    order_expiry: OrderExpiry | None = None
+    #: deletes usage logs past log_retention_days
+    retention: LogRetention | None = None
 
     @classmethod
     def open(
@@ -92,13 +98,22 @@ class Lockgate:
         gateway = build_gateway(ctx)
         resource = GatewayResource(gateway)
         root = build_root(ctx, {b"v1": resource, b"v1beta": resource})
-        return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway)
+        order_expiry = OrderExpiry(db, clock)
+        order_expiry.start()
+        retention = LogRetention(db, live.settings, clock)
+        retention.start()
+        return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
+                   order_expiry=order_expiry, retention=retention)
 
     async def _close_gateway(self) -> None:
         await self.gateway.settler.flush()
         await self.gateway.upstream.close()
 
     def close(self) -> Deferred[None]:
+        if self.order_expiry is not None:
+            self.order_expiry.stop()
+        if self.retention is not None:
+            self.retention.stop()
         d0 = ensureDeferred(self._close_gateway())
         d0.addErrback(lambda f: None)
         self.ctx.live_settings.close()

@@ -12,7 +12,9 @@ from twisted.logger import Logger
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
-from console.services import registration, throttle
+from console.routes.email_code import send_registration_code
+from console.services import email_codes, registration, throttle
+from console.services.captcha import captcha_enabled
 from console.user_view import user_view
 from gateway.store import users as user_store
 
@@ -24,7 +26,17 @@ def normalise_referral(code: str) -> str:
     return code.upper().replace(" ", "").replace("-", "")
 
 
-def _register(conn: Any, fields: dict[str, Any], now: Any) -> tuple[dict, dict]:
+def _register(conn: Any, fields: dict[str, Any], now: Any) -> tuple[dict, dict] | None:
+    """Create the user, spending the email code in the same transaction (None: bad code).
+
+    A bad code returns (so the attempt it counted is committed); a clash after the code was
+    spent raises, which rolls the spending back.
+    """
+    if fields["code_required"] and not email_codes.consume(
+        conn, fields["email"], email_codes.REGISTRATION, fields["email_code"], now,
+        require_captcha=fields["code_carries_captcha"],
+    ):
+        return None
     referrer_id = None
     if fields["referral_code"] and fields["referral_enabled"]:
         referrer = user_store.find_by_referral_code(conn, fields["referral_code"])
@@ -32,7 +44,8 @@ def _register(conn: Any, fields: dict[str, Any], now: Any) -> tuple[dict, dict]:
     user_id = user_store.create_user(
         conn, username=fields["username"], email=fields["email"],
         password_hash=fields["password_hash"], now=now, is_admin=False,
-        email_verified=False, group_id=fields["group_id"], referrer_id=referrer_id,
+        email_verified=fields["code_required"], group_id=fields["group_id"],
+        referrer_id=referrer_id,
     )
     user = user_store.get_user(conn, user_id)
     assert user is not None
@@ -74,8 +87,16 @@ class PasswordAuthRoutes:
         username = registration.clean_username(body.get("username"))
         email = registration.clean_email(body.get("email"))
         password = registration.clean_password(body.get("password"))
-        registration.check_email_code_supported(settings)
-        registration.check_captcha_supported(settings)
+        code_required = settings.flag("email_verification_required")
+        code = email_codes.clean_code(body.get("email_code"))
+        if code_required and body.get("email_code") in (None, ""):
+            raise bad_request("email verification code is required", field="email_code")
+        # a code issued after a passed captcha stands in for the captcha (contract §2.1)
+        token = body.get("captcha_token")
+        code_carries_captcha = (captcha_enabled(settings) and code_required
+                                and not (isinstance(token, str) and token.strip()))
+        if not code_carries_captcha:
+            await self.ctx.captcha.require(settings, token, self.ctx.addresses.of(request))
         registration.check_email_domain(settings, email)
         fields = {
             "username": username,
@@ -84,14 +105,25 @@ class PasswordAuthRoutes:
             "group_id": registration.routed_group_id(settings, email),
             "referral_code": normalise_referral(referral),
             "referral_enabled": settings.flag("referral_enabled"),
+            "code_required": code_required,
+            "email_code": code,
+            "code_carries_captcha": code_carries_captcha,
         }
         try:
-            user, relations = await self.ctx.db.transaction(_register, fields, self.ctx.now())
+            created = await self.ctx.db.transaction(_register, fields, self.ctx.now())
         except user_store.UniqueViolation as exc:
             raise bad_request(f"{exc.field} already exists", field=exc.field) from None
+        if created is None:
+            raise bad_request("invalid or expired email verification code", field="email_code")
+        user, relations = created
         request.addCookie(REFERRAL_COOKIE, b"", path=b"/auth", max_age=b"0", httpOnly=True,
                           sameSite="lax")
         return {"token": self.ctx.issue_token(user), "user": user_view(user, relations)}
+
+    @app.route("/email-code", methods=["POST"])
+    @json_route
+    async def email_code(self, request: Any) -> dict[str, Any]:
+        return await send_registration_code(self.ctx, request, read_object(request))
 
     @app.route("/login", methods=["POST"])
     @json_route
@@ -105,7 +137,8 @@ class PasswordAuthRoutes:
         await self._setup_gate()
         if not settings.flag("password_login_enabled"):
             raise bad_request("password login is disabled")
-        registration.check_captcha_supported(settings)
+        await self.ctx.captcha.require(settings, body.get("captcha_token"),
+                                       self.ctx.addresses.of(request))
         password = body.get("password")
         if (not isinstance(raw_identifier, str) or not raw_identifier.strip()
                 or not isinstance(password, str) or not password):

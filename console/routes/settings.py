@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import ensureDeferred
+
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
+from console.services import settings_transfer
 from console.services.settings_views import admin_view
 from gateway.settings.catalog import SettingError
 
@@ -38,3 +41,13 @@ class SettingsRoutes:
         if rows:
             await self.ctx.live_settings.save(rows, self.ctx.now())
         return admin_view(self.ctx.settings, self.ctx.node_name)
+
+    @app.route("/export", methods=["POST"])
+    def export(self, request: Any) -> Any:
+        """Configuration backup (§5.5): see ``console.services.settings_transfer``."""
+        return ensureDeferred(settings_transfer.export_response(self.ctx, request))
+
+    @app.route("/import", methods=["POST"])
+    @json_route
+    async def import_config(self, request: Any) -> dict[str, Any]:
+        return await settings_transfer.import_request(self.ctx, request)

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 import orjson
 from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
-from twisted.web.client import Agent, Response, readBody
+from twisted.web.client import Agent, readBody
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IBodyProducer
+from twisted.web.iweb import IBodyProducer, IResponse
 from zope.interface import implementer
 
 from console.http import ApiError, bad_request
@@ -102,19 +102,20 @@ class Captcha:
             raise self._failed()
 
     def _post(self, url: str, form: bytes) -> Deferred[tuple[int, bytes]]:
-        headers = Headers({b"content-type": [b"application/x-www-form-urlencoded"],
-                           b"accept": [b"application/json"]})
-        d = self._agent.request(b"POST", url.encode(), headers, _FormBody(form))
-        d.addCallback(self._read)
+        d = Deferred.fromCoroutine(self._exchange(url, form))
         d.addTimeout(self._timeout, self._clock)
         return d
 
-    @staticmethod
-    def _read(response: Response) -> Deferred[tuple[int, bytes]]:
-        if response.length is not None and response.length > MAX_ANSWER_BYTES:
+    async def _exchange(self, url: str, form: bytes) -> tuple[int, bytes]:
+        headers = Headers({b"content-type": [b"application/x-www-form-urlencoded"],
+                           b"accept": [b"application/json"]})
+        response: IResponse = await self._agent.request(b"POST", url.encode(), headers,
+                                                        _FormBody(form))
+        length = response.length
+        if isinstance(length, int) and length > MAX_ANSWER_BYTES:
             raise ValueError("captcha answer too large")
-        body = readBody(response)
-        return body.addCallback(lambda data: (response.code, data))
+        data = await readBody(response)
+        return response.code, data
 
     @staticmethod
     def _failed() -> ApiError:

@@ -36,7 +36,8 @@ PRICE_FIELDS = ("input_price", "output_price", "cached_input_price", "cache_writ
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$")
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+_RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 def query_value(request: IRequest, *names: str) -> str | None:

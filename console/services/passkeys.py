@@ -225,13 +225,9 @@ class Passkeys:
         challenge = _challenge_of(credential, invalid)
         now = self.ctx.now()
 
-        def take(conn: Any) -> dict[str, Any] | None:
-            row = auth_challenges.consume(conn, challenge, (REGISTER,), now)
-            if row is not None and row["user_id"] != user["id"]:
-                return None
-            return row
-
-        stored = await self.ctx.db.transaction(take)
+        stored = await self.ctx.db.transaction(
+            lambda conn: auth_challenges.consume(conn, challenge, (REGISTER,), now,
+                                                 user_id=user["id"]))
         if stored is None:
             raise bad_request("passkey challenge is invalid or expired", field="credential")
         try:

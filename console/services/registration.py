@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from console.http import ApiError, bad_request
+from console.http import bad_request
 from console.services.passwords import MAX_LENGTH, MIN_LENGTH
 from gateway.settings.store import Settings
 
@@ -94,15 +94,3 @@ def check_agreement(settings: Settings, accepted: Any) -> None:
     if agreement_required(settings) and accepted is not True:
         raise bad_request("agreement confirmation is required", field="agreement_accepted")
 
-
-def check_captcha_supported(settings: Settings) -> None:
-    """Captcha verification arrives with the identity issue; until then refuse clearly."""
-    if settings.flag("password_hcaptcha_enabled"):
-        raise ApiError(503, "captcha verification is enabled but not available on this server",
-                       type="captcha_unavailable")
-
-
-def check_email_code_supported(settings: Settings) -> None:
-    if settings.flag("email_verification_required"):
-        raise ApiError(503, "email verification is required but not available on this server",
-                       type="email_verification_unavailable")

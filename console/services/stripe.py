@@ -24,7 +24,7 @@ import orjson
 from twisted.internet.defer import Deferred, succeed
 from twisted.web.client import Agent, readBody
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IBodyProducer
+from twisted.web.iweb import IBodyProducer, IResponse
 
 from gateway.billing.money import NANOS_PER_UNIT
 
@@ -80,6 +80,10 @@ class _Body:
         pass
 
 
+def _status_and_body(response: IResponse) -> Deferred[tuple[int, bytes]]:
+    return readBody(response).addCallback(lambda data: (response.code, data))
+
+
 @dataclass(frozen=True)
 class SessionRequest:
     order_no: str
@@ -126,9 +130,8 @@ class StripeClient:
             b"content-type": [b"application/x-www-form-urlencoded"],
             b"idempotency-key": [req.order_no.encode()],
         })
-        d = self.agent.request(b"POST", url.encode(), headers, body)
-        d.addCallback(lambda response: readBody(response).addCallback(
-            lambda data: (response.code, data)))
+        d: Deferred[tuple[int, bytes]] = self.agent.request(
+            b"POST", url.encode(), headers, body).addCallback(_status_and_body)
         d.addTimeout(self.timeout, self.reactor)
         try:
             status, data = await d
@@ -193,7 +196,8 @@ def parse_event(payload: bytes) -> PaidSession | None:
         raise StripeError("malformed event") from None
     if kind not in PAID_EVENTS or not isinstance(session, dict):
         return None
-    metadata = session.get("metadata") if isinstance(session.get("metadata"), dict) else {}
+    raw_metadata = session.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     order_no = session.get("client_reference_id") or metadata.get("order_no")
     if metadata.get("order_no") and order_no != metadata["order_no"]:
         raise StripeError("client_reference_id and metadata disagree")

@@ -62,7 +62,8 @@ def _collect_texts(message: dict[str, Any], texts: list[str]) -> None:
                 for key in ("text", "refusal"):
                     if isinstance(part.get(key), str):
                         texts.append(part[key])
-    for call in message.get("tool_calls") or ():
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             texts.extend(v for v in (function.get("name"), function.get("arguments"))
@@ -158,7 +159,7 @@ def _tools(tools: Any) -> list[Tool]:
     result = []
     for tool in tools or ():
         function = tool.get("function") if isinstance(tool, dict) else None
-        if tool.get("type") != "function" or not isinstance(function, dict) \
+        if not isinstance(function, dict) or tool.get("type") != "function" \
                 or not isinstance(function.get("name"), str):
             raise invalid("only function tools can be converted for this channel", "tools")
         result.append(Tool(function["name"], function.get("description"),

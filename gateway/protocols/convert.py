@@ -93,7 +93,10 @@ class ConvertingTranslator:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise UpstreamFormatError("upstream answer is not JSON") from exc
-        reply = self._upstream.decode_reply(parsed)
+        try:
+            reply = self._upstream.decode_reply(parsed)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise UpstreamFormatError("unexpected upstream answer shape") from exc
         self.usage = reply.usage
         self.completed = True
         for text in (reply.text, reply.refusal):
@@ -113,7 +116,11 @@ class ConvertingTranslator:
     def stream_event(self, event: UpstreamEvent) -> list[bytes]:
         decoder, encoder = self._codec()
         frames: list[bytes] = []
-        for neutral in decoder.decode(event.data, event.event):
+        try:
+            decoded = decoder.decode(event.data, event.event)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            raise UpstreamFormatError("unexpected upstream event shape") from exc
+        for neutral in decoded:
             if isinstance(neutral, TextDelta):
                 self._text_bytes += len(neutral.text.encode())
             elif isinstance(neutral, ToolArgsDelta):

@@ -77,7 +77,10 @@ class _Passthrough:
             self._text_bytes += len(body)
             return body
         self.usage = extract_usage(self.protocol, parsed)
-        self._text_bytes += self._body_text(parsed)
+        try:
+            self._text_bytes += self._body_text(parsed)
+        except (AttributeError, TypeError):
+            self._text_bytes += len(body)
         self.completed = True
         if parsed.get("model") == self.request.model or "model" not in parsed:
             return body
@@ -159,9 +162,12 @@ class ChatPassthrough(_Passthrough):
         if type(chunk) is dict:
             choices = chunk.get("choices")
             if choices:
-                self._text_bytes += self._chunk_text(choices)
+                try:
+                    self._text_bytes += self._chunk_text(choices)
+                except (AttributeError, TypeError):
+                    pass  # an odd chunk is relayed untouched, just not measured
             usage = chunk.get("usage")
-            if usage:
+            if type(usage) is dict:
                 found = extract_usage(self.protocol, usage)
                 if found is not None:
                     self.usage = found
@@ -242,6 +248,8 @@ class ResponsesPassthrough(_Passthrough):
             return [encode_event(data, event.event)]
         if isinstance(payload, dict):
             kind = payload.get("type")
+            if type(kind) is not str:
+                kind = None
             if kind in _TEXT_DELTAS:
                 self._text_bytes += _size(payload.get("delta"))
                 return [encode_event(data, event.event)]

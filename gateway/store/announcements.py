@@ -31,9 +31,11 @@ def get_announcement(conn: Connection, item_id: int) -> dict[str, Any] | None:
 
 def create_announcement(conn: Connection, values: dict[str, Any],
                         now: datetime) -> dict[str, Any]:
-    item_id = conn.execute(
+    key = conn.execute(
         table.insert().values(**values, created_at=now, updated_at=now)
-    ).inserted_primary_key[0]
+    ).inserted_primary_key
+    assert key is not None
+    item_id = int(key[0])
     return get_announcement(conn, item_id) or {}
 
 

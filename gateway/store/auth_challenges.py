@@ -27,14 +27,16 @@ def create(conn: Connection, *, key: str, purpose: str, user_id: int | None,
                                    expires_at=expires_at, created_at=now))
 
 
-def consume(conn: Connection, key: str, purposes: tuple[str, ...],
-            now: datetime) -> dict[str, Any] | None:
-    """Take the unexpired challenge ``key`` of one of ``purposes``; ``None`` when there is none
-    (unknown, expired, another purpose, or already taken by a concurrent request)."""
+def consume(conn: Connection, key: str, purposes: tuple[str, ...], now: datetime, *,
+            user_id: int | None = None) -> dict[str, Any] | None:
+    """Take the unexpired challenge ``key`` of one of ``purposes`` (and bound to ``user_id``
+    when given); ``None`` when there is none (unknown, expired, another purpose or user, or
+    already taken by a concurrent request) -- and then nothing is taken."""
     c = schema.auth_challenges
-    row = conn.execute(
-        select(c).where(c.c.key == key, c.c.purpose.in_(purposes), c.c.expires_at > now)
-    ).mappings().first()
+    query = select(c).where(c.c.key == key, c.c.purpose.in_(purposes), c.c.expires_at > now)
+    if user_id is not None:
+        query = query.where(c.c.user_id == user_id)
+    row = conn.execute(query).mappings().first()
     if row is None:
         return None
     taken = conn.execute(delete(c).where(c.c.id == row["id"]))

@@ -69,7 +69,9 @@ def _row(row: Any) -> dict[str, Any]:
 def insert(conn: Connection, values: dict[str, Any]) -> dict[str, Any]:
     """Store a new order (pending with its pay URL, or failed) and return the row."""
     o = schema.orders
-    order_id = conn.execute(o.insert().values(**values)).inserted_primary_key[0]
+    key = conn.execute(o.insert().values(**values)).inserted_primary_key
+    assert key is not None
+    order_id = key[0]
     return _row(conn.execute(select(o).where(o.c.id == order_id)).one())
 
 

@@ -1,0 +1,179 @@
+"""What every metered /v1 call shares: its state, the admission steps and its exits.
+
+``GatewayCall.run`` wraps a subclass's ``serve`` so that every exit -- success, refusal, upstream
+failure, client disconnect, crash -- answers once in the client's error shape and settles
+exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from gateway import errors, routing
+from gateway.auth import Caller, authenticate
+from gateway.billing.wallet import PaymentRequired, Reservation
+from gateway.channels.http import UpstreamResponse
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError
+from gateway.limits import UserChannelLimit, global_identity
+from gateway.metering import Priced, RequestLog, price, reserve_for
+from gateway.relay import StreamWriter
+from gateway.request_io import write_error
+
+log = Logger()
+
+
+class _Failover(Exception):
+    """This attempt failed before anything reached the client; try the next candidate."""
+
+    def __init__(self, error: GatewayError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class GatewayCall:
+    """State of one metered request; subclasses implement ``serve``."""
+
+    family = errors.OPENAI
+
+    def __init__(self, ctx: GatewayContext, request: Any, endpoint: str) -> None:
+        self.ctx = ctx
+        self.request = request
+        self.log = RequestLog(
+            request_id=secrets.token_hex(12), user_id=0, api_key_id=None, endpoint=endpoint,
+            started=ctx.clock.seconds(), ip="",
+            user_agent=(request.getHeader(b"user-agent") or b"").decode("latin-1"))
+        self.reservation: Reservation | None = None
+        self.writer: StreamWriter | None = None
+        self.extra_headers: dict[str, str] = {}
+        self.client_gone = False
+        self._pending: Deferred[Any] | None = None
+        self._response: UpstreamResponse | None = None
+        self.resolved = False
+        self.input_tokens = 0
+        request.notifyFinish().addErrback(self._disconnected)
+
+    def _disconnected(self, _reason: Failure) -> None:
+        self.client_gone = True
+        if self._pending is not None and not self._pending.called:
+            self._pending.cancel()
+        if self._response is not None:
+            self._response.abort()
+
+    async def run(self) -> None:
+        try:
+            await self._serve()
+        except GatewayError as error:
+            self.log.status = error.status
+            self.log.error_message = error.message
+            self._answer_error(error)
+        except Exception:
+            log.failure("unhandled error in text route")
+            self.log.status = 500
+            self.log.error_message = "internal error"
+            self._answer_error(errors.internal())
+        finally:
+            self._settle()
+
+    # --- the path -------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        raise NotImplementedError  # subclasses define the route
+
+    async def _caller(self) -> Caller:
+        """Gateway switch, authentication and the global rate limit (pipeline steps 1-4)."""
+        ctx = self.ctx
+        if not ctx.settings.flag("token_api_enabled"):
+            raise errors.gateway_disabled()
+        caller = await authenticate(ctx, self.request)
+        self.log.user_id, self.log.api_key_id, self.log.ip = (
+            caller.user.id, caller.key_id, caller.ip)
+        verdict = await ctx.limiter.check_global(
+            global_identity(caller.key_id, caller.user.id, caller.ip))
+        if verdict.error is not None:
+            raise verdict.error
+        return caller
+
+    def _check_model(self, caller: Caller, model: str) -> None:
+        self.log.model_name = model
+        if caller.key is not None and not caller.key.allows_model(model):
+            raise errors.model_not_allowed()
+
+    async def _plan(self, caller: Caller, model: str) -> list[Priced]:
+        ctx = self.ctx
+        snapshot = ctx.catalog.snapshot
+        group_ids = caller.user.active_group_ids(ctx.now())
+        key_channels = caller.key.allowed_user_channels if caller.key else ()
+        found = snapshot.candidates_for(model, caller.user.id, group_ids, key_channels)
+        if not found:
+            raise errors.no_channel()
+        by_config = {c.config.id: c for c in found}
+        plan = await routing.plan(
+            [routing.Candidate(
+                config_id=c.config.id, channel_id=c.channel.id,
+                user_channel_id=c.user_channel.id, priority=c.channel.priority,
+                weight=c.channel.weight, channel_type=c.channel.type,
+                base_url=c.channel.base_url, upstream_model=c.upstream_model) for c in found],
+            {c.user_channel.id: routing.UserChannelInfo(c.user_channel.id,
+                                                        c.user_channel.routing_algorithm)
+             for c in found},
+            model=model, allowed_user_channels=list(key_channels), counter=ctx.state.incr,
+            available=ctx.health.is_available)
+        mode = ctx.settings.text("group_multiplier_mode")
+        return [price(by_config[a.config_id], snapshot, group_ids, mode) for a in plan]
+
+    async def _admit(self, caller: Caller, attempts: list[Priced], input_tokens: int,
+                     max_output: int | None) -> None:
+        """Reserve the worst case (402), then the primary user channel's limit (429)."""
+        ctx = self.ctx
+        self.resolved = True
+        amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
+        try:
+            self.reservation = await ctx.wallets.reserve(
+                self.log.request_id, caller.user.id, caller.key_id, amount,
+                jwt=caller.key is None)
+        except PaymentRequired as exc:
+            raise GatewayError(402, str(exc), type="insufficient_quota",
+                               code="insufficient_quota") from None
+        primary = attempts[0].candidate.user_channel
+        verdict = await ctx.limiter.check_user_channel(caller.user.id, UserChannelLimit(
+            primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
+            primary.rate_limit_burst))
+        self.extra_headers.update(verdict.headers)
+        if verdict.error is not None:
+            raise verdict.error
+
+    # --- exits ----------------------------------------------------------------------------
+
+    def _answer_error(self, error: GatewayError) -> None:
+        if self.client_gone:
+            return
+        writer = self.writer
+        if writer is not None and writer.started:
+            writer.finish()
+            return
+        for name, value in self.extra_headers.items():
+            error.headers.setdefault(name, value)
+        write_error(self.request, self.family, error)
+
+    def _settle(self) -> None:
+        ctx = self.ctx
+        if self.log.user_id == 0:
+            return  # never authenticated: nothing to bill, nothing to log against a user
+        if not self.resolved and self.reservation is None:
+            return  # refused before a target was resolved: not logged (contract §2)
+        record = self.log.record(ctx.clock.seconds(), ctx.now())
+        d = ctx.settler.settle(self.reservation, record)
+        d.addErrback(lambda f: log.failure("settlement failed for {rid}", f,
+                                           rid=self.log.request_id))
+
+
+
+def upstream_header(response: UpstreamResponse, name: bytes) -> str | None:
+    value = response.header(name)
+    return value.decode("latin-1") if value else None
