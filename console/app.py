@@ -20,10 +20,12 @@ from console.routes.catalog import CatalogRoutes
 from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
 from console.routes.channels import ChannelRoutes
+from console.routes.check_in import CheckInRoutes
 from console.routes.groups import GroupRoutes
 from console.routes.logs import LogRoutes
 from console.routes.me import MeRoutes
 from console.routes.models import ModelRoutes
+from console.routes.oidc import OidcBindRoutes, OidcCallbackRoutes, OidcLoginRoutes
 from console.routes.passkey_auth import PasskeyAuthRoutes
 from console.routes.passkeys import PasskeyRoutes
 from console.routes.password_auth import PasswordAuthRoutes
@@ -35,10 +37,14 @@ from console.routes.public import PublicSettingsRoutes
 from console.routes.public_announcements import PublicAnnouncementRoutes
 from console.routes.public_models import PublicModelsRoutes
 from console.routes.public_status import PublicStatusRoutes
+from console.routes.redeem import RedeemRoutes
+from console.routes.redeem_codes import RedeemCodeRoutes
+from console.routes.referral import ReferralRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
 from console.routes.stats import StatsRoutes
 from console.routes.status_monitors import StatusMonitorRoutes
+from console.routes.subscription_plans import SubscriptionPlanRoutes
 from console.routes.updates import UpdateRoutes
 from console.routes.user_channels import UserChannelRoutes
 from console.routes.user_logs import UserLogRoutes
@@ -48,6 +54,11 @@ from console.static import JsonNotFound
 #: (mount path, route group factory)
 MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/setup", SetupRoutes),
+    ("api/user/check-in", CheckInRoutes),
+    ("api/user/redeem-code", RedeemRoutes),
+    ("api/redeem-codes", RedeemCodeRoutes),
+    ("api/subscription-plans", SubscriptionPlanRoutes),
+    ("api/user/referral", ReferralRoutes),
     ("api/groups", GroupRoutes),
     ("api/users", AdminUserRoutes),
     ("api/user-channels", UserChannelRoutes),
@@ -68,6 +79,9 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/pricing", PricingRoutes),
     ("auth/passkey", PasskeyAuthRoutes),
     ("api/user/passkeys", PasskeyRoutes),
+    ("auth/login", OidcLoginRoutes),
+    ("auth/callback", OidcCallbackRoutes),
+    ("api/user/oidc", OidcBindRoutes),
     ("api/user/payment", PaymentRoutes),
     ("api/payment/yipay", EpayNotifyRoutes),
     ("api/payment/epay", EpayNotifyRoutes),

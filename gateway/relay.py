@@ -71,7 +71,12 @@ class StreamWriter:
         self.finished = False
         #: times the client side asked us to pause (tests assert backpressure)
         self.pause_count = 0
-        request.notifyFinish().addCallbacks(self._request_done, self._client_gone)
+        if request.channel is None:
+            # the client left before this writer existed: notifyFinish would never fire
+            self.closed_by_client = True
+            self.finished = True
+        else:
+            request.notifyFinish().addCallbacks(self._request_done, self._client_gone)
 
     @property
     def started(self) -> bool:

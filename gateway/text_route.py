@@ -172,6 +172,10 @@ class TextCall(GatewayCall):
             usage = fallback_usage(self._input_estimate(), translator.relayed_text_tokens())
         self.log.usage = usage
         if failure is None:
+            if not translator.completed:
+                # the upstream ended without its end marker (e.g. after an error event)
+                self.log.status = 502
+                self.log.error_message = "upstream stream ended before completion"
             for frame in translator.finish():
                 writer.write(frame)
             writer.finish()

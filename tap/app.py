@@ -18,11 +18,13 @@ from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
 from gateway.catalog.cache import CatalogCache
+from gateway.channel_probe import ChannelProbe
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress, parse_networks
 from gateway.context import GatewayContext
 from gateway.invalidation import Invalidation
 from gateway.keys import KeyHasher
+from gateway.monitors import MonitorRunner, MonitorScheduler
 from gateway.order_expiry import OrderExpiry
 from gateway.resource import GatewayResource
 from gateway.retention import LogRetention
@@ -50,6 +52,8 @@ class Lockgate:
     order_expiry: OrderExpiry | None = None
     #: deletes usage logs past log_retention_days
     retention: LogRetention | None = None
+    #: status monitor scheduler and channel probes (twisted services, started here)
+    background: tuple[Any, ...] = ()
 
     @classmethod
     def open(
@@ -102,8 +106,16 @@ class Lockgate:
         order_expiry.start()
         retention = LogRetention(db, live.settings, clock)
         retention.start()
+        background = (
+            MonitorScheduler(MonitorRunner(reactor, clock, db, lambda: live.settings), clock,
+                             db, state, lambda: live.settings),
+            ChannelProbe(reactor, clock, db, state, invalidation, lambda: live.settings,
+                         on_recovered=gateway.health.reset),
+        )
+        for service in background:
+            service.startService()
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
-                   order_expiry=order_expiry, retention=retention)
+                   order_expiry=order_expiry, retention=retention, background=background)
 
     async def _close_gateway(self) -> None:
         await self.gateway.settler.flush()
@@ -114,6 +126,8 @@ class Lockgate:
             self.order_expiry.stop()
         if self.retention is not None:
             self.retention.stop()
+        for service in self.background:
+            service.stopService()
         d0 = ensureDeferred(self._close_gateway())
         d0.addErrback(lambda f: None)
         self.ctx.live_settings.close()

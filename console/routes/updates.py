@@ -101,13 +101,15 @@ def update_status(ctx: ConsoleContext) -> dict[str, Any]:
 
 async def fetch_latest(ctx: ConsoleContext, url: str) -> str:
     """GET the feed and return the newest version; raises FeedError."""
-    client = UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=0,
+    client = UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=1,
                             connect_timeout=FEED_TIMEOUT_SECONDS)
     try:
         try:
             response = await client.request(
                 b"GET", url, Headers({b"user-agent": [USER_AGENT],
-                                      b"accept": [b"application/json"]}),
+                                      b"accept": [b"application/json"],
+                                      # one request per check: nothing left in the pool
+                                      b"connection": [b"close"]}),
                 None, first_byte_timeout=FEED_TIMEOUT_SECONDS)
         except UpstreamError as exc:
             raise FeedError(f"release feed is unreachable: {exc}") from None

@@ -17,7 +17,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import jwt
 import orjson
@@ -290,15 +290,13 @@ class OidcClient:
 
 
 def _form(value: str) -> str:
-    from urllib.parse import quote
-
     return quote(value, safe="")
 
 
 def _pick_key(keys: list[dict[str, Any]], kid: Any, alg: str) -> dict[str, Any] | None:
     """The JWK named by ``kid``; without a ``kid``, the only key suitable for ``alg``
     (contract §0)."""
-    family = {"R": "RSA", "P": "RSA", "E": "EC"}.get(alg[0], "OKP")
+    family = "OKP" if alg == "EdDSA" else {"R": "RSA", "P": "RSA", "E": "EC"}[alg[0]]
     suitable = [key for key in keys
                 if key.get("kty") == family and key.get("use", "sig") == "sig"
                 and key.get("alg", alg) == alg]

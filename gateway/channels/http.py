@@ -282,6 +282,7 @@ class UpstreamResponse:
         self._clock = clock
         self._release = release
         self._body: _BodyProtocol | None = None
+        self._aborted_early = False
         #: how many times pause() actually paused the transport (tests assert backpressure)
         self.pause_count = 0
 
@@ -291,6 +292,10 @@ class UpstreamResponse:
 
     def deliver(self, sink: BodySink, *, idle_timeout: float) -> None:
         """Stream the body to ``sink``; exactly one ``body_finished`` call ends it."""
+        if self._aborted_early:
+            # abort() came first (e.g. the client left before the relay was wired up)
+            sink.body_finished(Failure(UpstreamAborted("upstream body aborted")))
+            return
         if self._body is not None:
             raise RuntimeError("the body is already being delivered")
         self._body = _BodyProtocol(self, sink, self._clock, idle_timeout)
@@ -317,6 +322,7 @@ class UpstreamResponse:
         """Close the upstream connection now; the sink (if any) gets ``UpstreamAborted``."""
         if self._body is None:
             self.deliver(_Discard(), idle_timeout=3600)
+            self._aborted_early = True
         assert self._body is not None
         self._body.stop(Failure(UpstreamAborted("upstream body aborted")))
 

@@ -26,7 +26,7 @@ FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop", "length": "length", "tool_calls": "tool_calls",
     "function_call": "tool_calls", "content_filter": "content_filter",
 }
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 def read_request(body: dict[str, Any]) -> tuple[bool, bool, int | None, int]:

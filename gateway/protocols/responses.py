@@ -23,8 +23,8 @@ from gateway.protocols.estimate import estimate_texts, estimate_tokens
 from gateway.protocols.events import FinishReason, Reply, ToolCall, new_id, now_seconds
 from gateway.protocols.usage import extract_usage, responses_usage
 
-_MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant"})
-_TEXT_PARTS = frozenset({"input_text", "output_text"})
+_MESSAGE_ROLES = ("system", "developer", "user", "assistant")
+_TEXT_PARTS = ("input_text", "output_text")
 
 
 def read_request(body: dict[str, Any]) -> tuple[bool, int | None, int]:

@@ -47,7 +47,7 @@ from gateway.protocols.responses import (
 from gateway.protocols.usage import extract_usage, responses_usage
 from gateway.sse import encode_event
 
-_TERMINAL = frozenset({"response.completed", "response.incomplete"})
+_TERMINAL = ("response.completed", "response.incomplete")
 
 
 def error_frames(message: str, type: str, code: str | None, sequence: int = 0) -> list[bytes]:

@@ -104,7 +104,7 @@ def price_paths(fmt: str | None, path: str | None = None) -> tuple[str, ...]:
 
 
 def number(value: Any) -> Decimal | None:
-    """A non-negative finite number (rounded to 9 places), or None."""
+    """A non-negative finite number, or None (rounded to 9 places only after scaling)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -118,7 +118,7 @@ def number(value: Any) -> Decimal | None:
         return None
     if not result.is_finite() or result < 0 or result > MAX_AMOUNT:
         return None
-    return result.quantize(NANO, rounding=ROUND_HALF_EVEN)
+    return result
 
 
 def _first(obj: dict[str, Any], keys: tuple[str, ...]) -> Decimal | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select
+from twisted.internet.defer import ensureDeferred, gatherResults
 
 from gateway.store import schema
 from tests.support.app import AppTestCase
@@ -158,6 +159,18 @@ class PasskeyAttackTests(PasskeyCase):
         again = await self.call("POST", "/auth/passkey/login", authenticator.get(options))
         assert again.status == 401
         assert (await self.passkey_rows())[0]["sign_count"] == 1
+
+    async def test_concurrent_replays_sign_in_once(self) -> None:
+        await self.enable()
+        token = await self.setup_admin()
+        authenticator = SoftAuthenticator(ORIGIN)
+        await self.enrol(token, authenticator)
+        options = await self.login_options("admin")
+        assertion = authenticator.get(options)
+        results = await gatherResults([
+            ensureDeferred(self.call("POST", "/auth/passkey/login", assertion))
+            for _ in range(8)])
+        assert sorted(r.status for r in results) == [200] + [401] * 7
 
     async def test_expired_challenge_refused(self) -> None:
         await self.enable()

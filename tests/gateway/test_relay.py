@@ -44,8 +44,10 @@ class RelayResource(Resource):
         if test.small_send_buffer:
             request.transport.getHandle().setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         model = request.path.decode().strip("/")
-        writer = StreamWriter(request, test.clock, heartbeat_interval=15)
-        self.writers.append(writer)
+        writer = None
+        if "late-writer" not in model:
+            writer = StreamWriter(request, test.clock, heartbeat_interval=15)
+            self.writers.append(writer)
         if model == "manual":
             return NOT_DONE_YET
         path = "/v1/audio/speech" if model.startswith("speech") else "/v1/chat/completions"
@@ -57,8 +59,12 @@ class RelayResource(Resource):
         sent.addCallback(self.relay, request, writer)
         return NOT_DONE_YET
 
-    def relay(self, response: UpstreamResponse, request: Any, writer: StreamWriter) -> None:
+    def relay(self, response: UpstreamResponse, request: Any,
+              writer: StreamWriter | None) -> None:
         self.upstreams.append(response)
+        if writer is None:  # created only once the upstream answered
+            writer = StreamWriter(request, self.test.clock, heartbeat_interval=15)
+            self.writers.append(writer)
         if response.code != 200:
             response.abort()
             request.setResponseCode(502)
@@ -278,4 +284,16 @@ class RelayTests(TestCase):
         outcome = self.resource.outcomes[-1]
         assert outcome is not None and outcome.check(SSETooLarge)
         assert client.data.count(b"upstream broke") == 1
+        await wait_for(lambda: self.fake.open_connections == 0)
+
+    async def test_client_gone_before_the_writer_exists(self) -> None:
+        client = await self.connect("/gpt+slow-first-byte-0.2+late-writer")
+        await wait_for(lambda: self.fake.request_count == 1)
+        client.transport.loseConnection()
+        await client.closed
+        await wait_for(lambda: self.resource.writers)
+        assert self.writer.closed_by_client and not self.writer.active
+        assert self.resource.upstreams[-1].finished
+        outcome = self.resource.outcomes[-1]
+        assert outcome is not None and outcome.check(UpstreamAborted)
         await wait_for(lambda: self.fake.open_connections == 0)

@@ -168,7 +168,12 @@ class UpstreamClientTests(TestCase):
     async def test_abort_before_delivery_closes_the_socket(self) -> None:
         response = await self.chat("gpt+stall-after-1", stream=True)
         response.abort()
+        response.abort()
         await wait_for(lambda: self.fake.open_connections == 0)
+        sink = Sink()  # delivering after the abort ends the body at once
+        response.deliver(sink, idle_timeout=30)
+        assert sink.finished and sink.reason is not None
+        assert sink.reason.check(UpstreamAborted)
 
     async def test_read_all_size_limit(self) -> None:
         response = await self.chat("gpt+chunks-50")

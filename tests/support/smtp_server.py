@@ -25,7 +25,8 @@ from twisted.cred.portal import IRealm, Portal
 from twisted.internet import defer
 from twisted.internet.ssl import Certificate, PrivateCertificate
 from twisted.mail import smtp
-from twisted.mail.smtp import IMessage, IMessageDelivery, LOGINCredentials, PLAINCredentials
+from twisted.mail._cred import LOGINCredentials, PLAINCredentials
+from twisted.mail.smtp import IMessage, IMessageDelivery
 from zope.interface import implementer
 
 
