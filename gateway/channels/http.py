@@ -182,7 +182,10 @@ class UpstreamClient:
         producer = _BytesBody(body) if body is not None else None
         if self._max_concurrent is None:
             return self._send(method_b, url_b, header_obj, producer, first_byte_timeout, None)
-        semaphore = self._slot(url_b)
+        try:
+            semaphore = self._slot(url_b)
+        except Exception as exc:  # not a URL at all
+            return fail(UpstreamUnavailable(f"bad upstream request: {exc}"))
         outcome: Deferred[UpstreamResponse] = Deferred(lambda _: waiting.cancel())
         timed_out: list[bool] = []
 

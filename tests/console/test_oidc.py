@@ -105,7 +105,7 @@ class OidcLoginTests(OidcCase):
     async def test_login_creates_then_reuses_account(self) -> None:
         await self.setup_admin()
         await self.configure()
-        started, at_idp, back = await self.dance()
+        started, _, back = await self.dance()
         authorize = urlsplit(started.header("location") or "")
         query = {k: v[0] for k, v in parse_qs(authorize.query).items()}
         assert f"{authorize.scheme}://{authorize.netloc}{authorize.path}" == \

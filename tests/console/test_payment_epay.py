@@ -143,7 +143,7 @@ class EpayNotifyTests(PaymentCase):
 class EpayRaceTests(PaymentCase):
     """Notifications (each sent three times at once) racing the expiry job over many orders."""
 
-    orders_count = 8
+    orders_count = 12
 
     async def test_concurrent_notify_and_expiry_reach_one_final_state(self) -> None:
         await self.use_epay(payment_order_ttl_minutes="30")
@@ -154,23 +154,24 @@ class EpayRaceTests(PaymentCase):
             await self.epay.open(order["payment_url"])
             created.append(order)
         # the app's clock is still inside the TTL (notifications may pay); the expiry job
-        # runs on a clock past it -- both race for every order
+        # runs on a clock past it.  Notifications go newest order first while expiry closes
+        # oldest first, one order per transaction, so they meet somewhere in the middle.
         late = type("LateClock", (), {"seconds": lambda _self: self.clock.seconds() + 3600})()
         expiry = OrderExpiry(self.ctx.db, late)
 
-        async def expire_repeatedly() -> list[str]:
+        async def expire_one_by_one() -> list[str]:
             closed: list[str] = []
-            for _ in range(4):
-                closed.extend(await expiry.run_once())
+            while batch := await self.ctx.db.transaction(orders.expire_due, expiry.now(), 1):
+                closed.extend(batch)
             return closed
 
         work = [ensureDeferred(self.epay.notify(o["order_no"], method="POST"))
-                for o in created for _ in range(3)]
-        work.append(ensureDeferred(expire_repeatedly()))
+                for o in reversed(created) for _ in range(3)]
+        work.append(ensureDeferred(expire_one_by_one()))
         results = await gatherResults(work)
         replies, closed = results[:-1], results[-1]
         paid = []
-        for index, order in enumerate(created):
+        for index, order in enumerate(reversed(created)):
             row = await self.stored(order["order_no"])
             answers = set(replies[index * 3:index * 3 + 3])
             assert row["status"] in (orders.PAID, orders.EXPIRED), row

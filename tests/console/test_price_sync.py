@@ -113,7 +113,7 @@ class PriceSyncTests(SyncCase):
             "channel_id": self.channel, "payload": NEWAPI})
         tiers = [{"min_tokens": 100000, "price": "5"}]
         items = preview.json()["models"]
-        items[0]["input_price_tiers"] = tiers
+        next(i for i in items if i["model_name"] == "gpt-4o")["input_price_tiers"] = tiers
         response = await self.post("/api/models/prices/sync/apply", {
             "channel_id": self.channel, "models": items})
         self.assertEqual(response.status, 200, response)
@@ -121,7 +121,7 @@ class PriceSyncTests(SyncCase):
             "channel_id": self.channel, "channel_name": "up-a", "source": "prices",
             "created": 1, "updated": 1}]})
         models = await self.models()
-        gpt = models["dall-e-3"] if False else models["gpt-4o"]
+        gpt = models["gpt-4o"]
         self.assertEqual((gpt["input_price"], gpt["output_price"], gpt["cached_input_price"]),
                          ("2.5", "10", "2.5"))
         self.assertEqual(gpt["input_price_tiers"], [{"min_tokens": 100000, "price": "5",

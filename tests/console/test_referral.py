@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from sqlalchemy import update
 
+from gateway.store import schema
 from gateway.store.billing_writes import write_batch
 from tests.support.app import AppTestCase
 
@@ -51,9 +53,6 @@ class ReferralTests(AppTestCase):
         kim = invitees[0]["user"]
 
         def fund_and_settle(conn: Any) -> list[dict[str, Any]]:
-            from sqlalchemy import update
-
-            from gateway.store import schema
             conn.execute(update(schema.users).where(schema.users.c.id == kim["id"])
                          .values(balance_nanos=10_000_000_000))
             conn.execute(schema.ledger.insert().values(

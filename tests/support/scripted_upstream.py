@@ -35,6 +35,7 @@ class ScriptedUpstream(Resource):
         self.hanging: set[str] = set()
         self.requests: list[Seen] = []
         self._pending: list[Any] = []
+        self._waiters: list[tuple[int, Deferred[None]]] = []
         self._port: Any = None
 
     @classmethod
@@ -68,6 +69,9 @@ class ScriptedUpstream(Resource):
         headers = {k.decode().lower(): v[0].decode()
                    for k, v in request.requestHeaders.getAllRawHeaders()}
         self.requests.append(Seen(request.method.decode(), path, headers))
+        for waiter in [w for w in self._waiters if w[0] <= len(self.requests)]:
+            self._waiters.remove(waiter)
+            waiter[1].callback(None)
         bare = path.split("?", 1)[0]
         if path in self.hanging or bare in self.hanging:
             self._pending.append(request)
@@ -77,6 +81,15 @@ class ScriptedUpstream(Resource):
         request.setResponseCode(status)
         request.setHeader(b"content-type", b"application/json")
         return body
+
+    def wait_for(self, count: int) -> Deferred[None]:
+        """Fires once ``count`` requests have arrived (no sleeping in tests)."""
+        waiter: Deferred[None] = Deferred()
+        if len(self.requests) >= count:
+            waiter.callback(None)
+        else:
+            self._waiters.append((count, waiter))
+        return waiter
 
     def paths(self) -> list[str]:
         return [seen.path for seen in self.requests]

@@ -1,0 +1,219 @@
+"""Status monitor checks and the scheduler (console contract §5.14), on real loopback servers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock
+from twisted.trial.unittest import TestCase
+
+from gateway.monitors import TargetError, check_target, run_check, tcp_address
+from gateway.net_policy import UrlPolicy
+from gateway.store import monitors as store
+from tests.support.app import AppTestCase
+from tests.support.scripted_upstream import ScriptedUpstream
+
+OPEN = UrlPolicy.from_entries(allow_private=True)
+
+
+def monitor(target: str, check_type: str = "http", method: str = "GET",
+            **extra: Any) -> dict[str, Any]:
+    values = {"name": "m", "target_url": target, "check_type": check_type, "method": method,
+              "interval_seconds": 10, "retention_hours": 168, "enabled": True}
+    values.update(extra)
+    return values
+
+
+class TargetTests(TestCase):
+    def test_tcp_address(self) -> None:
+        self.assertEqual(tcp_address("db.example:5432"), ("db.example", 5432))
+        self.assertEqual(tcp_address("https://api.example"), ("api.example", 443))
+        self.assertEqual(tcp_address("http://api.example:8080/x"), ("api.example", 8080))
+        self.assertEqual(tcp_address("[::1]:22"), ("::1", 22))
+        for bad in ("db.example", "ftp://x", "host:notaport", ":80", "host:80/path"):
+            with self.assertRaises(TargetError, msg=bad):
+                tcp_address(bad)
+
+    def test_policy(self) -> None:
+        strict = UrlPolicy.from_entries()
+        self.assertEqual(check_target("http", " https://status.example/x ", strict),
+                         "https://status.example/x")
+        for check_type, target in (("http", "http://127.0.0.1:1/"), ("tcp", "127.0.0.1:22"),
+                                   ("http", "http://169.254.169.254/"), ("http", "ftp://x/"),
+                                   ("tcp", "metadata.google.internal:80")):
+            with self.assertRaises(TargetError):
+                check_target(check_type, target, strict)
+        self.assertEqual(check_target("tcp", "127.0.0.1:22", OPEN), "127.0.0.1:22")
+        with self.assertRaises(TargetError):
+            check_target("http", "http://169.254.169.254/", OPEN)
+
+
+class CheckTests(TestCase):
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.up = ScriptedUpstream.start()
+        self.addCleanup(self.up.stop)
+
+    async def check(self, target: str, **extra: Any) -> Any:
+        return await run_check(reactor, self.clock, monitor(target, **extra), OPEN)
+
+    async def test_http_up_and_down(self) -> None:
+        self.up.answer("/ok", 200, {})
+        self.up.answer("/moved", 302, b"")
+        self.up.answer("/broken", 500, {})
+        ok = await self.check(self.up.base_url + "/ok")
+        self.assertEqual((ok.status, ok.status_code, ok.message), ("up", 200, "HTTP 200"))
+        self.assertGreaterEqual(ok.latency_ms, 0)
+        moved = await self.check(self.up.base_url + "/moved")
+        self.assertEqual((moved.status, moved.status_code), ("up", 302))
+        broken = await self.check(self.up.base_url + "/broken")
+        self.assertEqual((broken.status, broken.status_code, broken.message),
+                         ("down", 500, "HTTP 500"))
+        head = await self.check(self.up.base_url + "/ok", method="HEAD")
+        self.assertEqual(head.status, "up")
+        self.assertEqual([s.method for s in self.up.requests], ["GET", "GET", "GET", "HEAD"])
+        self.assertTrue(self.up.requests[0].headers["user-agent"].startswith("Lockgate"))
+
+    async def test_connection_refused_is_down(self) -> None:
+        closed = ScriptedUpstream.start()
+        url = closed.base_url
+        await closed.stop()
+        outcome = await self.check(url + "/")
+        self.assertEqual((outcome.status, outcome.status_code), ("down", 0))
+        self.assertIn("refused", outcome.message.lower())
+        self.assertLessEqual(len(outcome.message), 500)
+
+    async def test_slow_target_times_out_on_the_clock(self) -> None:
+        self.up.hang("/slow")
+        pending = run_check(reactor, self.clock, monitor(self.up.base_url + "/slow"), OPEN)
+        from twisted.internet.defer import ensureDeferred
+        done = ensureDeferred(pending)
+        await self.up.wait_for(1)
+        self.assertFalse(done.called)
+        self.clock.advance(10)
+        outcome = await done
+        self.assertEqual((outcome.status, outcome.message), ("down", "timeout after 10s"))
+
+    async def test_unsafe_target_is_down_without_a_request(self) -> None:
+        outcome = await run_check(reactor, self.clock, monitor(self.up.base_url + "/"),
+                                  UrlPolicy.from_entries())
+        self.assertEqual(outcome.status, "down")
+        self.assertIn("Unsafe or invalid target URL", outcome.message)
+        self.assertEqual(self.up.requests, [])
+
+    async def test_tcp_open_and_closed_ports(self) -> None:
+        factory = Factory.forProtocol(Protocol)
+        listening = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        self.addCleanup(listening.stopListening)
+        port = listening.getHost().port
+        outcome = await self.check(f"127.0.0.1:{port}", check_type="tcp")
+        self.assertEqual((outcome.status, outcome.status_code, outcome.message),
+                         ("up", 0, "TCP connected"))
+        closed = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        closed_port = closed.getHost().port
+        await closed.stopListening()
+        outcome = await self.check(f"127.0.0.1:{closed_port}", check_type="tcp")
+        self.assertEqual(outcome.status, "down")
+        self.assertTrue(outcome.message)
+
+
+class SchedulerTests(AppTestCase):
+    async def asyncSetUp(self) -> None:
+        await self.ctx.live_settings.save({"ssrf_allow_private_networks": "true",
+                                           "status_monitor_enabled": "true"}, self.ctx.now())
+        self.up = ScriptedUpstream.start()
+        self.addCleanup(self.up.stop)
+
+    @property
+    def scheduler(self) -> Any:
+        return self.app.background[0]
+
+    async def add(self, path: str, **extra: Any) -> int:
+        values = monitor(self.up.base_url + path, **extra)
+        return await self.ctx.db.transaction(store.create_monitor, values, self.ctx.now())
+
+    async def rows(self, monitor_id: int) -> dict[str, Any]:
+        return await self.ctx.db.transaction(store.with_checks, monitor_id, 100)
+
+    async def test_due_monitors_run_on_the_clock_and_keep_history(self) -> None:
+        await self.asyncSetUp()
+        self.up.answer("/ok", 200, {})
+        self.up.answer("/down", 503, {})
+        up_id = await self.add("/ok")
+        down_id = await self.add("/down", interval_seconds=60)
+        disabled = await self.add("/ok", enabled=False)
+        self.clock.advance(10)  # the looping call starts a round
+        running = self.scheduler._running
+        self.assertIsNotNone(running)
+        await running
+        self.assertEqual((await self.rows(up_id))["last_status"], "up")
+        down = await self.rows(down_id)
+        self.assertEqual((down["last_status"], down["last_status_code"], down["last_message"]),
+                         ("down", 503, "HTTP 503"))
+        self.assertEqual((await self.rows(disabled))["last_status"], "pending")
+        # 10 s later only the 10 s monitor is due again
+        self.clock.advance(10)
+        await self.scheduler._running
+        self.assertEqual(len((await self.rows(up_id))["recent_checks"]), 2)
+        self.assertEqual(len((await self.rows(down_id))["recent_checks"]), 1)
+        self.assertEqual(len(self.up.requests), 3)
+
+    async def test_flapping_target_and_retention(self) -> None:
+        await self.asyncSetUp()
+        flap = await self.add("/flap", retention_hours=1)
+        statuses = []
+        for i in range(6):
+            self.up.answer("/flap", 200 if i % 2 == 0 else 500, {})
+            await self.scheduler.tick()
+            statuses.append((await self.rows(flap))["last_status"])
+            self.clock.advance(10)
+        self.assertEqual(statuses, ["up", "down"] * 3)
+        row = await self.rows(flap)
+        self.assertEqual([c["status"] for c in row["recent_checks"]], ["up", "down"] * 3)
+        # an hour and more later: the next check deletes the older history
+        self.clock.advance(timedelta(hours=1).total_seconds())
+        self.up.answer("/flap", 200, {})
+        await self.scheduler.tick()
+        row = await self.rows(flap)
+        self.assertEqual([c["status"] for c in row["recent_checks"]], ["up"])
+
+    async def test_nothing_runs_while_the_status_page_is_off(self) -> None:
+        await self.asyncSetUp()
+        await self.ctx.live_settings.save({"status_monitor_enabled": "false"}, self.ctx.now())
+        self.up.answer("/ok", 200, {})
+        await self.add("/ok")
+        await self.scheduler.tick()
+        self.assertEqual(self.up.requests, [])
+
+    async def test_bounded_concurrency_and_timeouts(self) -> None:
+        await self.asyncSetUp()
+        self.up.hang("/slow")
+        ids = [await self.add("/slow") for _ in range(3)]
+        self.scheduler._semaphore.limit = 2
+        self.scheduler._semaphore.tokens = 2
+        round_done = self.scheduler.tick()
+        await self.up.wait_for(2)
+        self.assertEqual(self.scheduler._semaphore.tokens, 0)
+        self.assertEqual(len(self.scheduler._semaphore.waiting), 1)
+        self.assertIsNone(self.scheduler.tick())  # rounds never overlap
+        self.clock.advance(10)
+        await self.up.wait_for(3)
+        self.clock.advance(10)
+        await round_done
+        for monitor_id in ids:
+            row = await self.rows(monitor_id)
+            self.assertEqual((row["last_status"], row["last_message"]),
+                             ("down", "timeout after 10s"))
+
+    async def test_stop_cancels_checks_in_flight(self) -> None:
+        await self.asyncSetUp()
+        self.up.hang("/slow")
+        monitor_id = await self.add("/slow")
+        round_done = self.scheduler.tick()
+        await self.up.wait_for(1)
+        self.scheduler.stopService()
+        await round_done
+        self.assertEqual((await self.rows(monitor_id))["last_status"], "pending")
