@@ -22,6 +22,7 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
+from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.relay import StreamWriter
 from gateway.request_io import write_error
 
@@ -172,6 +173,14 @@ class GatewayCall:
         d.addErrback(lambda f: log.failure("settlement failed for {rid}", f,
                                            rid=self.log.request_id))
 
+
+
+def guard_url(ctx: GatewayContext, url: str) -> None:
+    """The SSRF policy, checked on every upstream URL before the call (contract §6.3)."""
+    try:
+        check_url(url, UrlPolicy.from_settings(ctx.settings))
+    except UnsafeUrl:
+        raise errors.ssrf_blocked() from None
 
 
 def upstream_header(response: UpstreamResponse, name: bytes) -> str | None:

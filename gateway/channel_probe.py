@@ -89,6 +89,7 @@ class ChannelProbe(Service):
         self._on_recovered = on_recovered
         self._loop: LoopingCall | None = None
         self._running: Deferred[None] | None = None
+        self._idle_waiters: list[Deferred[None]] = []
         self._last_round: float | None = None
         self._probes: set[Deferred[Any]] = set()
 
@@ -123,15 +124,29 @@ class ChannelProbe(Service):
         if self._last_round is not None and now - self._last_round < interval:
             return None
         self._last_round = now
-        self._running = ensureDeferred(self._round(settings, detect, recover, interval))
-        self._running.addErrback(lambda f: log.failure("channel probe round failed", f))
+        round_: Deferred[None] = ensureDeferred(
+            self._round(settings, detect, recover, interval))
+        self._running = round_
+        round_.addErrback(lambda f: log.failure("channel probe round failed", f))
 
         def done(result: Any) -> Any:
             self._running = None
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                waiter.callback(None)
             return result
 
-        self._running.addBoth(done)
-        return self._running
+        round_.addBoth(done)
+        return round_
+
+    def idle(self) -> Deferred[None]:
+        """Fires once no round is running (now, or when the current round ends)."""
+        waiter: Deferred[None] = Deferred()
+        if self._running is None:
+            waiter.callback(None)
+        else:
+            self._idle_waiters.append(waiter)
+        return waiter
 
     async def _round(self, settings: Any, detect: bool, recover: bool, interval: int) -> None:
         if not await self._state.claim(CLAIM_KEY, max(1, interval - 1)):

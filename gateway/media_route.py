@@ -18,7 +18,7 @@ import orjson
 
 from gateway import errors
 from gateway.billing.usage import Usage
-from gateway.call import GatewayCall, upstream_header
+from gateway.call import GatewayCall, guard_url, upstream_header
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
 from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
@@ -137,10 +137,12 @@ class MediaCall(GatewayCall):
         else:
             body = orjson.dumps({**self.fields, "model": upstream_model})
             content_type = b"application/json"
+        url = join(channel.base_url, self.route.path)
+        guard_url(self.ctx, url)
         headers = {b"content-type": [content_type], b"user-agent": [b"Lockgate"]}
         headers.update(auth_headers(channel_type, channel.api_key))
         self._pending = self.ctx.upstream.request(
-            b"POST", join(channel.base_url, self.route.path), headers, body,
+            b"POST", url, headers, body,
             first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending

@@ -198,6 +198,7 @@ class MonitorScheduler(Service):
         self._tick_seconds = tick_seconds
         self._loop: LoopingCall | None = None
         self._running: Deferred[None] | None = None
+        self._idle_waiters: list[Deferred[None]] = []
         self._checks: set[Deferred[Any]] = set()
 
     def startService(self) -> None:
@@ -218,15 +219,28 @@ class MonitorScheduler(Service):
         """One round (also callable directly); returns None when a round is still running."""
         if self._running is not None:
             return None
-        self._running = ensureDeferred(self._round())
-        self._running.addErrback(lambda f: log.failure("status monitor round failed", f))
+        round_: Deferred[None] = ensureDeferred(self._round())
+        self._running = round_
+        round_.addErrback(lambda f: log.failure("status monitor round failed", f))
 
         def done(result: Any) -> Any:
             self._running = None
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for waiter in waiters:
+                waiter.callback(None)
             return result
 
-        self._running.addBoth(done)
-        return self._running
+        round_.addBoth(done)
+        return round_
+
+    def idle(self) -> Deferred[None]:
+        """Fires once no round is running (now, or when the current round ends)."""
+        waiter: Deferred[None] = Deferred()
+        if self._running is None:
+            waiter.callback(None)
+        else:
+            self._idle_waiters.append(waiter)
+        return waiter
 
     async def _round(self) -> None:
         if not self._settings().flag("status_monitor_enabled"):

@@ -16,7 +16,7 @@ import contextlib
 from typing import Any
 
 from gateway import errors, routing
-from gateway.call import GatewayCall, _Failover, upstream_header
+from gateway.call import GatewayCall, _Failover, guard_url, upstream_header
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
 from gateway.channels.http import (
@@ -92,6 +92,10 @@ class TextCall(GatewayCall):
         except ProtocolError as exc:
             raise _Failover(GatewayError(exc.status, exc.message, type=exc.type)) from None
         url = join(channel.base_url, translator.upstream_path().decode())
+        try:
+            guard_url(ctx, url)
+        except GatewayError as blocked:
+            raise _Failover(blocked) from None
         self._pending = ctx.upstream.request(
             b"POST", url, json_headers(channel_type, channel.api_key),
             translator.upstream_body(),

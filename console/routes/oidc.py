@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
@@ -115,7 +116,9 @@ def _identity(claims: dict[str, Any]) -> dict[str, Any]:
     name = next((claims[key] for key in ("name", "preferred_username")
                  if isinstance(claims.get(key), str) and claims[key].strip()), "")
     picture = claims.get("picture")
-    return {"sub": claims["sub"][:255], "email": clean, "name": name,
+    if len(claims["sub"]) > 255:
+        raise Refused("the identity provider's subject is too long")
+    return {"sub": claims["sub"], "email": clean, "name": name,
             "email_verified": verified is True or verified == "true",
             "avatar": picture if isinstance(picture, str) and picture.startswith("https://")
             else ""}
@@ -283,6 +286,9 @@ class OidcCallbackRoutes(_Base):
         except (OidcError, Refused) as exc:
             log.info("OIDC sign-in refused: {reason}", reason=str(exc))
             return Redirect(FAILURE_PATH + quote(str(exc), safe=""))
+        except IntegrityError:
+            # a concurrent callback claimed the same identity first
+            return Redirect(FAILURE_PATH + quote("please try signing in again", safe=""))
         return Redirect(SUCCESS_PATH + quote(ctx.issue_token(user), safe=""))
 
     def _policy(self, identity: dict[str, Any], referral: str) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from gateway.protocols.errors import UpstreamFormatError
 from gateway.protocols.estimate import tokens_for_bytes
 from gateway.protocols.events import (
     End,
-    Failure,
     Reply,
     StreamEvent,
     TextDelta,
@@ -127,7 +126,7 @@ class ConvertingTranslator:
                 self._text_bytes += len(neutral.arguments.encode())
             elif isinstance(neutral, ToolCallStart):
                 self._text_bytes += len(neutral.name.encode())
-            elif isinstance(neutral, End | Failure):
+            elif isinstance(neutral, End):
                 self.completed = True
             frames.extend(encoder.encode(neutral))
         if decoder.usage is not None:

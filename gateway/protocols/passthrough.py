@@ -43,7 +43,10 @@ class _Passthrough:
         self.request = request
         self.upstream_model = upstream_model
         self.usage: Usage | None = None
+        #: the upstream ended the answer successfully (not after an error event)
         self.completed = False
+        self._closed = False       # the client stream has its final frame
+        self._failed = False       # the upstream reported an error inside the stream
         self._client_model = orjson.dumps(request.model)
         self._model_field = b""    # the exact '"model":"<upstream name>"' last seen
         self._model_swap = b""     # its replacement, or b"" when nothing needs changing
@@ -150,19 +153,22 @@ class ChatPassthrough(_Passthrough):
     def stream_event(self, event: UpstreamEvent) -> list[bytes]:
         # written flat: this runs once per relayed chunk
         data = event.data
-        if self.completed:
+        if self._closed:
             return []
         if data == b"[DONE]":
-            self.completed = True
+            self._closed = True
+            self.completed = not self._failed
             return [DONE]
         try:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
             return [encode_event(data, event.event)]
         if type(chunk) is dict:
+            if "error" in chunk:
+                self._failed = True
             choices = chunk.get("choices")
             if choices:
-                try:
+                try:  # noqa: SIM105 -- zero-cost try; contextlib.suppress is not, per chunk
                     self._text_bytes += self._chunk_text(choices)
                 except (AttributeError, TypeError):
                     pass  # an odd chunk is relayed untouched, just not measured
@@ -184,15 +190,15 @@ class ChatPassthrough(_Passthrough):
         return [encode_event(data, event.event)]
 
     def finish(self) -> list[bytes]:
-        if self.completed:
+        if self._closed:
             return []
-        self.completed = True
+        self._closed = True
         return [DONE]
 
     def error_frames(self, message: str, type: str, code: str | None) -> list[bytes]:
-        if self.completed:
+        if self._closed:
             return []
-        self.completed = True
+        self._closed = True
         return chat_error_frames(message, type, code)
 
 
@@ -239,7 +245,7 @@ class ResponsesPassthrough(_Passthrough):
 
     def stream_event(self, event: UpstreamEvent) -> list[bytes]:
         data = event.data
-        if self.completed:
+        if self._closed:
             return []
         self._sequence += 1
         try:
@@ -254,7 +260,8 @@ class ResponsesPassthrough(_Passthrough):
                 self._text_bytes += _size(payload.get("delta"))
                 return [encode_event(data, event.event)]
             if kind in _TERMINAL:
-                self.completed = True
+                self._closed = True
+                self.completed = kind != "response.failed"
                 found = extract_usage(self.protocol, payload)
                 if found is not None:
                     self.usage = found
@@ -263,11 +270,11 @@ class ResponsesPassthrough(_Passthrough):
         return [encode_event(self._swap_model(data), event.event)]
 
     def finish(self) -> list[bytes]:
-        self.completed = True
+        self._closed = True
         return []
 
     def error_frames(self, message: str, type: str, code: str | None) -> list[bytes]:
-        if self.completed:
+        if self._closed:
             return []
-        self.completed = True
+        self._closed = True
         return responses_error_frames(message, type, code, self._sequence)

@@ -13,7 +13,9 @@ Pipeline usage (one ``Translator`` per upstream attempt)::
                      failure after the first byte: write(*translator.error_frames(msg, type, code))
     metering:        translator.usage (None = upstream reported none)
                      else estimate output from translator.relayed_text_tokens()
-                     translator.completed: the upstream sent its end-of-answer marker
+                     translator.completed: the upstream ended the answer successfully
+                     (its end marker arrived; False after an upstream error event or
+                     when the stream was cut short)
 
 Pairs served: (chat, compat), (completions, compat), (responses, responses) pass through with
 only ``model`` swapped (streams to compat channels also ask for ``include_usage``);

@@ -39,6 +39,12 @@ def _short(text: str) -> str:
     return text[:MAX_MESSAGE]
 
 
+def _cancelled(failure: Failure) -> bool:
+    if failure.check(CancelledError):
+        return True
+    return any(reason.check(CancelledError) for reason in getattr(failure.value, "reasons", ()))
+
+
 def describe(failure: Failure) -> str:
     reasons = getattr(failure.value, "reasons", None)
     if reasons:
@@ -80,10 +86,13 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
         current["request"] = sent
         try:
             raw = await sent
-        except CancelledError:
-            raise FetchError(f"timeout after {timeout:g}s") from None
         except Exception:
-            raise FetchError(_short(describe(Failure()))) from None
+            failure = Failure()
+            if expired:
+                raise FetchError(f"timeout after {timeout:g}s") from None
+            if _cancelled(failure):
+                raise CancelledError() from None  # our caller cancelled: not a fetch failure
+            raise FetchError(_short(describe(failure))) from None
         response = UpstreamResponse(raw, clock)
         current["response"] = response
         if not read_body:

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, gatherResults
-from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.protocol import Protocol, ServerFactory
 
 from console.services import email_codes
 from console.services.mailer import Mailer, MailError
@@ -285,7 +285,8 @@ class MailerTransportTests(EmailCodeCase):
 
     async def test_timeout_on_the_clock(self) -> None:
         # a listener that accepts and never speaks: the clock's timeout drops the connection
-        silent = reactor.listenTCP(0, Factory.forProtocol(Protocol), interface="127.0.0.1")
+        factory: Any = ServerFactory.forProtocol(Protocol)
+        silent: Any = reactor.listenTCP(0, factory, interface="127.0.0.1")
         self.addCleanup(silent.stopListening)
         await self.save(smtp_host="127.0.0.1", smtp_port=str(silent.getHost().port),
                         smtp_security="none", smtp_from="a@example.com")

@@ -154,6 +154,16 @@ class OidcLoginTests(OidcCase):
         response = await self.get("/auth/login")
         assert response.status == 503 and "issuer" in response.json()["error"]
 
+    async def test_agreement_required(self) -> None:
+        await self.setup_admin()
+        await self.configure(auth_agreement_mode="checkbox", terms="Be nice.")
+        refused = await self.get("/auth/login")
+        assert refused.status == 400
+        assert refused.json()["error"] == "agreement confirmation is required"
+        accepted = await self.get("/auth/login?agreement_accepted=Yes")
+        assert accepted.status == 302
+        assert (accepted.header("location") or "").startswith(self.issuer)
+
     async def test_unreachable_provider_is_a_clear_error(self) -> None:
         await self.setup_admin()
         await self.configure(oidc_issuer="http://127.0.0.1:9")

@@ -41,6 +41,9 @@ class GatewayTestCase(AppTestCase):
                         channel_type: str = "compat", upstream_model: str = "",
                         key_body: dict[str, Any] | None = None) -> dict[str, Any]:
         self.admin_token = await self.setup_admin()
+        # the fake upstream lives on loopback, which the SSRF policy refuses by default
+        await self.ctx.live_settings.save({"ssrf_allow_private_networks": "true"},
+                                          self.ctx.now())
         user = await self.register("alice")
         self.user_id = user["user"]["id"]
         self.user_token = user["token"]

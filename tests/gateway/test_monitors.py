@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from twisted.internet import reactor
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
@@ -88,9 +89,8 @@ class CheckTests(TestCase):
 
     async def test_slow_target_times_out_on_the_clock(self) -> None:
         self.up.hang("/slow")
-        pending = run_check(reactor, self.clock, monitor(self.up.base_url + "/slow"), OPEN)
-        from twisted.internet.defer import ensureDeferred
-        done = ensureDeferred(pending)
+        done = ensureDeferred(run_check(reactor, self.clock,
+                                        monitor(self.up.base_url + "/slow"), OPEN))
         await self.up.wait_for(1)
         self.assertFalse(done.called)
         self.clock.advance(10)
@@ -146,9 +146,8 @@ class SchedulerTests(AppTestCase):
         down_id = await self.add("/down", interval_seconds=60)
         disabled = await self.add("/ok", enabled=False)
         self.clock.advance(10)  # the looping call starts a round
-        running = self.scheduler._running
-        self.assertIsNotNone(running)
-        await running
+        self.assertIsNone(self.scheduler.tick())  # a round is running already
+        await self.scheduler.idle()
         self.assertEqual((await self.rows(up_id))["last_status"], "up")
         down = await self.rows(down_id)
         self.assertEqual((down["last_status"], down["last_status_code"], down["last_message"]),
@@ -156,7 +155,7 @@ class SchedulerTests(AppTestCase):
         self.assertEqual((await self.rows(disabled))["last_status"], "pending")
         # 10 s later only the 10 s monitor is due again
         self.clock.advance(10)
-        await self.scheduler._running
+        await self.scheduler.idle()
         self.assertEqual(len((await self.rows(up_id))["recent_checks"]), 2)
         self.assertEqual(len((await self.rows(down_id))["recent_checks"]), 1)
         self.assertEqual(len(self.up.requests), 3)
@@ -167,16 +166,16 @@ class SchedulerTests(AppTestCase):
         statuses = []
         for i in range(6):
             self.up.answer("/flap", 200 if i % 2 == 0 else 500, {})
-            await self.scheduler.tick()
+            self.clock.advance(10)  # each interval the looping call runs a round
+            await self.scheduler.idle()
             statuses.append((await self.rows(flap))["last_status"])
-            self.clock.advance(10)
         self.assertEqual(statuses, ["up", "down"] * 3)
         row = await self.rows(flap)
         self.assertEqual([c["status"] for c in row["recent_checks"]], ["up", "down"] * 3)
         # an hour and more later: the next check deletes the older history
-        self.clock.advance(timedelta(hours=1).total_seconds())
         self.up.answer("/flap", 200, {})
-        await self.scheduler.tick()
+        self.clock.advance(timedelta(hours=1, seconds=10).total_seconds())
+        await self.scheduler.idle()
         row = await self.rows(flap)
         self.assertEqual([c["status"] for c in row["recent_checks"]], ["up"])
 
@@ -185,7 +184,9 @@ class SchedulerTests(AppTestCase):
         await self.ctx.live_settings.save({"status_monitor_enabled": "false"}, self.ctx.now())
         self.up.answer("/ok", 200, {})
         await self.add("/ok")
-        await self.scheduler.tick()
+        self.assertIsNone(await self.scheduler.tick())
+        self.clock.advance(10)
+        await self.scheduler.idle()
         self.assertEqual(self.up.requests, [])
 
     async def test_bounded_concurrency_and_timeouts(self) -> None:

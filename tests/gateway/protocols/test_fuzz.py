@@ -33,7 +33,7 @@ JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
 OBJECTS = st.dictionaries(st.sampled_from(KEYS), JSON, max_size=8)
 PAIRS = [("chat", "compat"), ("chat", "responses"), ("responses", "responses"),
          ("responses", "compat"), ("completions", "compat"), ("completions", "responses")]
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FUZZ
