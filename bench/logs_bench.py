@@ -4,7 +4,7 @@ Why: the usage-log list is the console's heaviest read (issue 8 asks for < 200 m
 over 1,000,000 rows).  This fills a SQLite file (kept between runs; ``--fresh`` rebuilds it),
 opens the real ``Lockgate`` on it, listens on loopback and times real HTTP requests with treq.
 
-    .venv/bin/python bench/logs_bench.py [--rows 1000000] [--db /tmp/lockgate-logs-bench.sqlite3]
+    .venv/bin/python bench/logs_bench.py [--rows 1000000] [--db PATH] [--fresh]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import random
 import sqlite3
 import statistics
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -129,7 +130,8 @@ async def run(reactor: Any, path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--db", default="/tmp/lockgate-logs-bench.sqlite3")
+    parser.add_argument("--db", default=os.path.join(tempfile.gettempdir(),
+                                                      "lockgate-logs-bench.sqlite3"))
     parser.add_argument("--fresh", action="store_true", help="rebuild the database file")
     args = parser.parse_args()
     if args.fresh or not os.path.exists(args.db):

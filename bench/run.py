@@ -135,8 +135,15 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
             await asyncio.sleep(0.2)
 
     print(f"  [{target}] {args.slow_streams} slow concurrent streams (RSS)", flush=True)
+    fds_before = open_fds(upstream_pid) or 0
     h = await hold_streams(host, port, req(models["slow"], True), args.slow_streams, sample)
-    await asyncio.sleep(2.0)
+    hung_up = time.perf_counter()
+    close_s: float | None = None
+    while time.perf_counter() - hung_up < 15:  # until the upstream sockets are closed
+        if (open_fds(upstream_pid) or 0) <= fds_before + 5:
+            close_s = time.perf_counter() - hung_up
+            break
+        await asyncio.sleep(0.05)
     per_stream = ((peak[0] - baseline) / h.opened) if baseline and h.opened else None
     out["slow_streams"] = {
         "requested": args.slow_streams, "open_at_peak": h.opened, "errors": h.errors,
@@ -144,7 +151,8 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
         "rss_baseline_kib": baseline, "rss_peak_kib": peak[0],
         "rss_per_stream_kib": None if per_stream is None else round(per_stream, 1),
         "ttfb_p99_ms": ms(percentile(h.ttfb, 99)),
-        "upstream_fds_2s_after_hangup": open_fds(upstream_pid),
+        "upstream_fds_after_hangup": open_fds(upstream_pid),
+        "upstream_closed_after_s": None if close_s is None else round(close_s, 2),
         "first_error": h.first_error}
     return out
 
@@ -192,7 +200,8 @@ def table(results: dict[str, Any]) -> str:
         row(f"{results['config']['streams']} streams {label}", "streams", key)
     for key, label in (("open_at_peak", "open"), ("rss_per_stream_kib", "RSS KiB/stream"),
                        ("rss_peak_kib", "RSS peak KiB"),
-                       ("upstream_fds_2s_after_hangup", "upstream fds after hang-up")):
+                       ("upstream_fds_after_hangup", "upstream fds after hang-up"),
+                       ("upstream_closed_after_s", "upstream closed after s")):
         row(f"slow streams {label}", "slow_streams", key)
     width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width[i]) for i, cell in enumerate(r)) for r in rows]

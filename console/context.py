@@ -14,12 +14,12 @@ from console.services.mailer import Mailer
 from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
-from gateway.session_tokens import TokenCodec
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress
 from gateway.invalidation import Invalidation
 from gateway.keys import KeyHasher
+from gateway.session_tokens import TokenCodec
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
 from gateway.state.protocol import SharedState

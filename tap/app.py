@@ -18,8 +18,8 @@ from console.services.passwords import Passwords
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
 from gateway.catalog.cache import CatalogCache
-from gateway.channel_probe import ChannelProbe
 from gateway.catalog.key_cache import KeyCache
+from gateway.channel_probe import ChannelProbe
 from gateway.client_ip import ClientAddress, parse_networks
 from gateway.context import GatewayContext
 from gateway.invalidation import Invalidation

@@ -84,15 +84,19 @@ class EpayNotifyRoutes:
         self.ctx = ctx
         self.service = service or PaymentService(ctx)
 
-    def _verify(self, params: dict[str, str]) -> tuple[epay.Notification, str] | None:
-        """The notification and the id of the channel whose key signed it, or None."""
-        channels = [c for c in all_channels(self.ctx.settings) if c.provider == epay.PROVIDER]
-        for channel in channels:
+    def _verify(self, params: dict[str, str]) -> tuple[epay.Notification, frozenset[str]] | None:
+        """The notification and the ids of the channels whose keys verify it, or None."""
+        note: epay.Notification | None = None
+        ids: set[str] = set()
+        for channel in all_channels(self.ctx.settings):
+            if channel.provider != epay.PROVIDER:
+                continue
             try:
-                return epay.verify(params, channel.epay_config()), channel.id
+                note = epay.verify(params, channel.epay_config())
             except epay.EpayError:
                 continue
-        return None
+            ids.add(channel.id)
+        return None if note is None else (note, frozenset(ids))
 
     @app.route("/notify", methods=["GET", "POST"])
     def notify(self, request: IRequest) -> Deferred[bytes]:
@@ -102,11 +106,11 @@ class EpayNotifyRoutes:
             if verified is None:
                 log.warn("EPay notify refused: signature or merchant does not verify")
                 return _text(request, 400, "fail")
-            note, channel_id = verified
+            note, channel_ids = verified
             if not note.paid:
                 return _text(request, 200, "success")  # genuine, but nothing was paid
             outcome = await self.service.apply(orders.Payment(
-                order_no=note.order_no, provider=epay.PROVIDER, channel_id=channel_id,
+                order_no=note.order_no, provider=epay.PROVIDER, channel_ids=channel_ids,
                 amount_nanos=note.amount_nanos, currency=epay.CURRENCY,
                 provider_ref=note.trade_no, payload=urlencode(sorted(params.items()))))
             return _text(request, 200, "success") if accepted(outcome) \
@@ -131,9 +135,10 @@ class StripeNotifyRoutes:
         self.ctx = ctx
         self.service = service or PaymentService(ctx)
 
-    def _signed_by(self, payload: bytes, header: str) -> str | None:
-        """The id of the Stripe channel whose webhook secret signed ``payload``, or None."""
+    def _signed_by(self, payload: bytes, header: str) -> frozenset[str]:
+        """The ids of the Stripe channels whose webhook secret signed ``payload``."""
         now = self.ctx.clock.seconds()
+        ids: set[str] = set()
         for channel in all_channels(self.ctx.settings):
             if channel.provider != stripe.PROVIDER:
                 continue
@@ -142,8 +147,8 @@ class StripeNotifyRoutes:
                                         now)
             except stripe.StripeError:
                 continue
-            return channel.id
-        return None
+            ids.add(channel.id)
+        return frozenset(ids)
 
     def _webhook(self, request: IRequest) -> Deferred[bytes]:
         async def work() -> bytes:
@@ -151,9 +156,9 @@ class StripeNotifyRoutes:
             content.seek(0)
             payload = content.read(BODY_LIMIT + 1)
             header = (request.getHeader(b"stripe-signature") or b"").decode("ascii", "replace")
-            channel_id = self._signed_by(payload, header) if len(payload) <= BODY_LIMIT \
-                else None
-            if channel_id is None:
+            channel_ids = self._signed_by(payload, header) if len(payload) <= BODY_LIMIT \
+                else frozenset()
+            if not channel_ids:
                 log.warn("Stripe webhook refused: signature does not verify")
                 return _text(request, 400, "fail")
             try:
@@ -164,7 +169,7 @@ class StripeNotifyRoutes:
             if session is None or not session.paid:
                 return _text(request, 200, "success")  # an event we do not act on
             outcome = await self.service.apply(orders.Payment(
-                order_no=session.order_no, provider=stripe.PROVIDER, channel_id=channel_id,
+                order_no=session.order_no, provider=stripe.PROVIDER, channel_ids=channel_ids,
                 amount_nanos=session.amount_nanos, currency=session.currency,
                 provider_ref=session.session_id, payload=payload.decode("utf-8", "replace")))
             return _text(request, 200, "success") if accepted(outcome) \

@@ -17,6 +17,8 @@ from gateway.protocols.events import ToolCall
 
 @dataclass(frozen=True, slots=True)
 class Text:
+    """A text part (chat ``text``, Responses ``input_text``/``output_text``)."""
+
     text: str
 
 
@@ -68,6 +70,9 @@ class Tool:
 
 @dataclass(slots=True)
 class Conversation:
+    """A whole text request: turns, function tools, and the sampling settings every OpenAI-
+    family format can carry (``None`` = not given, so encoders omit it)."""
+
     turns: list[Turn]
     tools: list[Tool] = field(default_factory=list)
     #: "auto" / "none" / "required", or the name of the one function that must be called

@@ -32,12 +32,16 @@ from gateway.protocols.request import ClientRequest
 
 
 class StreamDecoder(Protocol):
+    """Upstream stream events -> neutral events; keeps the usage the upstream reported."""
+
     usage: Usage | None
 
     def decode(self, data: bytes, event: str | None = None) -> list[StreamEvent]: ...
 
 
 class StreamEncoder(Protocol):
+    """Neutral events -> client frames; ``close``/``error`` end the client stream once."""
+
     def encode(self, event: StreamEvent) -> list[bytes]: ...
 
     def close(self) -> list[bytes]: ...
@@ -47,6 +51,8 @@ class StreamEncoder(Protocol):
 
 @dataclass(frozen=True)
 class ClientFormat:
+    """What a client-side format contributes to a conversion."""
+
     decode_request: Callable[[dict[str, Any]], Conversation]
     #: (reply, client model name, client request body) -> answer body
     encode_reply: Callable[[Reply, str, dict[str, Any]], dict[str, Any]]
@@ -55,6 +61,8 @@ class ClientFormat:
 
 @dataclass(frozen=True)
 class UpstreamFormat:
+    """What a channel-side format contributes: its endpoint and its codecs."""
+
     path: bytes
     #: (conversation, upstream model name) -> upstream request body
     encode_request: Callable[[Conversation, str], dict[str, Any]]

@@ -45,11 +45,15 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """More answer text (refusal text included)."""
+
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallStart:
+    """A tool call begins: its position, call id and function name (arguments follow)."""
+
     index: int
     id: str
     name: str
@@ -57,12 +61,16 @@ class ToolCallStart:
 
 @dataclass(frozen=True, slots=True)
 class ToolArgsDelta:
+    """More JSON text of the arguments of tool call ``index``."""
+
     index: int
     arguments: str
 
 
 @dataclass(frozen=True, slots=True)
 class Finish:
+    """Why the model stopped (neutral = chat vocabulary)."""
+
     reason: FinishReason
 
 

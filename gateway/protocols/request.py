@@ -22,6 +22,8 @@ FAMILIES = (CHAT, COMPLETIONS, RESPONSES)
 
 @dataclass(frozen=True, slots=True)
 class ClientRequest:
+    """A validated text request: what routing, reservation and translation need to know."""
+
     family: str
     #: the model name the client asked for (trimmed; ``models/`` prefix left to routing)
     model: str

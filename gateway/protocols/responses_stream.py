@@ -139,6 +139,8 @@ def _code(value: Any) -> str | None:
 
 
 class _OpenCall:
+    """A function-call output item still receiving argument deltas."""
+
     __slots__ = ("arguments", "call_id", "item_id", "name", "output_index")
 
     def __init__(self, output_index: int, item_id: str, call_id: str, name: str) -> None:

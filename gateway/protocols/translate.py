@@ -20,9 +20,10 @@ Pipeline usage (one ``Translator`` per upstream attempt)::
 Pairs served: (chat, compat), (completions, compat), (responses, responses) pass through with
 only ``model`` swapped (streams to compat channels also ask for ``include_usage``);
 (chat, responses), (responses, compat) and (completions, responses) convert both ways,
-streams included.  Any other
-pair answers 400 ``unsupported upstream protocol`` until its formats are added to the tables
-below (Messages and Google families: one ``ClientFormat`` + one ``UpstreamFormat`` each).
+streams included; ``stream_event`` may raise ``UpstreamFormatError`` on an unreadable event of
+a converted stream.  Any other pair answers 400 ``unsupported upstream protocol`` until its
+formats are added to the tables below (Messages and Google families: one ``ClientFormat`` +
+one ``UpstreamFormat`` each).
 """
 
 from __future__ import annotations

@@ -152,6 +152,14 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
     ).clamped()
 
 
+def merge_usage_objects(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> dict[str, Any]:
+    """One usage object from two partial stream reports (Messages: ``message_start`` then
+    ``message_delta``, whose ``output_tokens`` is cumulative): later non-null values win."""
+    merged = dict(earlier)
+    merged.update((key, value) for key, value in later.items() if value is not None)
+    return merged
+
+
 def _modality_counts(details: Any) -> dict[str, int]:
     counts: dict[str, int] = {}
     if isinstance(details, list):

@@ -25,7 +25,8 @@ from gateway.billing.referral import commission_nanos
 from gateway.billing.subscriptions import Quota, split
 from gateway.store import schema
 from gateway.store.referrals import record_commissions, referrers_of, settlement_rate
-from gateway.store.subscriptions import lock_quotas, save_quotas
+from gateway.store.subscriptions import lock_quotas, save_quotas, spendable_quota
+from gateway.store.types import utcnow
 
 INSUFFICIENT_BALANCE = "Insufficient balance"
 KEY_QUOTA_EXCEEDED = "API key quota exceeded"
@@ -44,10 +45,16 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def load_user_balance(conn: Connection, user_id: int) -> tuple[int, int] | None:
-    """(balance, 0) of a user for the wallet cache, or None when the user does not exist."""
+    """(spendable, 0) of a user for the wallet cache, or None when the user does not exist.
+
+    Spendable = wallet balance + what active subscriptions can pay now, so a subscriber with
+    an empty wallet is admitted; settlement then draws the quota first.
+    """
     u = schema.users
     balance = conn.execute(select(u.c.balance_nanos).where(u.c.id == user_id)).scalar()
-    return None if balance is None else (int(balance), 0)
+    if balance is None:
+        return None
+    return int(balance) + spendable_quota(conn, user_id, utcnow()), 0
 
 
 def load_key_quota(conn: Connection, key_id: int) -> tuple[int, int] | None:
@@ -113,7 +120,9 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
     the wallet the rest; the quota part is ``subscription_cost_nanos`` in the usage log and
     only the wallet part is a ``charge`` ledger row.  Referral: when enabled and the payer has
     an inviter, the inviter is credited rate x the wallet part (``referral`` ledger row, ref
-    ``referral:<request_id>``) in this same transaction.
+    ``referral:<request_id>``) in this same transaction.  For a payer with active
+    subscriptions, a result's ``balance_after_nanos`` is what the wallet cache admits against:
+    wallet balance + remaining quota (the ledger row keeps the wallet balance alone).
     """
     existing = _existing(conn, [item["request_id"] for item in items])
     fresh = [item for item in items if item["request_id"] not in existing]
@@ -208,8 +217,13 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
             log["pricing_formula"] = (f"{log.get('pricing_formula') or ''}; charged {charged} "
                                       "nano-units (wallet floored at 0)").lstrip("; ")
         log_rows.append(_clip(log))
+        if balance is not None and subs:
+            # the wallet cache admits against wallet + quota (see ``load_user_balance``)
+            spendable: int | None = balance + sum(q.balance_nanos for q in subs)
+        else:
+            spendable = balance
         results[request_id] = {
-            "request_id": request_id, "charged_nanos": charged, "balance_after_nanos": balance,
+            "request_id": request_id, "charged_nanos": charged, "balance_after_nanos": spendable,
             "spent_after_nanos": key[1] if key is not None else None,
             "quota_nanos": key[0] if key is not None else None, "refused": refused,
             "duplicate": False, "subscription_nanos": charged - wallet_part}

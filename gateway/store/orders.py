@@ -46,7 +46,8 @@ class Payment:
 
     order_no: str
     provider: str
-    channel_id: str | None
+    #: the channels whose credentials verified the notification (None: not checked)
+    channel_ids: frozenset[str] | None
     #: the paid amount in the order's gateway currency, nano-units
     amount_nanos: int
     currency: str
@@ -107,11 +108,11 @@ def list_for_user(conn: Connection, user_id: int, *, limit: int, offset: int = 0
 def _mismatch(order: dict[str, Any], payment: Payment) -> str:
     if order["provider"] != payment.provider:
         return "provider"
-    if payment.channel_id is not None and order["channel_id"] != payment.channel_id:
+    if payment.channel_ids is not None and order["channel_id"] not in payment.channel_ids:
         return "channel"
     if order["currency"].upper() != payment.currency.upper():
         return "currency"
-    if False:
+    if order["gateway_amount_nanos"] != payment.amount_nanos:
         return "amount"
     return ""
 

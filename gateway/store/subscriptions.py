@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.engine import Connection
 
-from gateway.billing.subscriptions import Quota, current, spending_order
+from gateway.billing.subscriptions import Quota, current, remaining, spending_order
 from gateway.store import schema
 from gateway.store.catalog_admin import conflict, fetch_row, invalid, name_taken
 
@@ -97,6 +97,11 @@ def user_subscriptions(conn: Connection, user_id: int, now: datetime) -> list[di
     return [{"id": q.id, "balance_nanos": q.balance_nanos, "active_until": q.active_until,
              "next_reset_at": q.next_reset_at, "last_reset_at": q.last_reset_at}
             for q in quotas]
+
+
+def spendable_quota(conn: Connection, user_id: int, now: datetime) -> int:
+    """What a user's active subscriptions can pay now (due resets applied)."""
+    return remaining(_read(conn, [user_id], now, lock=False).get(user_id, []), now)
 
 
 def lock_quotas(conn: Connection, user_ids: Iterable[int],

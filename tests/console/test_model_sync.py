@@ -291,3 +291,7 @@ class ModelSyncAllTests(SyncCase):
         self.assertEqual(response.status, 200)
         self.assertEqual({r["channel_id"]: r["created"] for r in response.json()["results"]},
                          {self.channel: 0, bad: 0})
+
+
+class PostgresModelSyncApplyTests(ModelSyncApplyTests):
+    backend = "postgresql"

@@ -10,7 +10,9 @@ from twisted.internet.defer import ensureDeferred, gatherResults
 
 from gateway.order_expiry import OrderExpiry
 from gateway.store import orders
-from tests.console.payment_case import PaymentCase
+from tests.console.payment_case import EPAY_KEY, EPAY_PID, PaymentCase
+from tests.gateway.gateway_case import GatewayTestCase
+from tests.support.epay_gateway import query_of
 
 
 class EpayNotifyTests(PaymentCase):
@@ -110,6 +112,23 @@ class EpayNotifyTests(PaymentCase):
         assert await self.balance(token) == "0"
         assert (await self.stored(card["order_no"]))["status"] == orders.PENDING
 
+    async def test_notification_signed_by_another_channel_is_refused(self) -> None:
+        channel = {"provider": "yipay", "methods": ["alipay"]}
+        await self.settings(payment_enabled="true", payment_channels=[
+            {**channel, "id": "ch-a", "config": {
+                "gateway_url": self.epay.base_url, "pid": EPAY_PID, "key": EPAY_KEY}},
+            {**channel, "id": "ch-b", "config": {
+                "gateway_url": self.epay.base_url, "pid": EPAY_PID, "key": "key-of-b"}},
+        ])
+        token = await self.user("alice")
+        order = await self.order(token, channel_id="ch-b")
+        self.epay.orders[order["order_no"]] = query_of(order["payment_url"])
+        # signed with channel A's key: genuine for A, but the order belongs to B
+        assert await self.epay.notify(order["order_no"]) == (400, "fail")
+        assert await self.balance(token) == "0"
+        assert await self.epay.notify(order["order_no"], key="key-of-b") == (200, "success")
+        assert await self.balance(token) == "10"
+
     async def test_late_notification_for_expired_order_is_recorded_and_refused(self) -> None:
         await self.use_epay(payment_order_ttl_minutes="15")
         token = await self.user("alice")
@@ -195,3 +214,28 @@ class EpayRaceTests(PaymentCase):
 
 class EpayRacePostgresTests(EpayRaceTests):
     backend = "postgresql"
+
+
+class TopupUnlocksGatewayTests(PaymentCase, GatewayTestCase):
+    """A top-up reaches the gateway's in-memory wallet at once (USERS announcement)."""
+
+    async def chat(self) -> int:
+        response = await self.call(
+            "POST", "/v1/chat/completions",
+            {"model": "gpt-fake", "max_tokens": 5,
+             "messages": [{"role": "user", "content": "hello there"}]},
+            headers={"Authorization": f"Bearer {self.api_key}"})
+        return response.status
+
+    async def test_balance_from_a_paid_order_is_spendable_and_ledgered(self) -> None:
+        await self.provision(balance="0")
+        await self.use_epay()
+        assert await self.chat() == 402
+        order = await self.order(self.user_token, amount="5")
+        await self.epay.open(order["payment_url"])
+        assert await self.epay.notify(order["order_no"]) == (200, "success")
+        assert await self.chat() == 200
+        await self.gateway.settler.flush()
+        balance = await self.balance_nanos(self.user_id)
+        assert 0 < balance < 5_000_000_000
+        assert await self.ledger_sum(self.user_id) == balance

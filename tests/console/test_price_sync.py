@@ -149,3 +149,7 @@ class PriceSyncTests(SyncCase):
             self.assertEqual(response.status, 400, response)
             self.assertIn(message, response.json()["error"])
         self.assertEqual(await self.snapshot(), before)
+
+
+class PostgresPriceSyncTests(PriceSyncTests):
+    backend = "postgresql"

@@ -12,6 +12,7 @@ from gateway.billing.cost import PriceSet, compute_cost
 from gateway.billing.settlement import SettledCharge, SettlementRecord
 from gateway.billing.subscriptions import Quota, current, remaining, spending_order, split
 from gateway.billing.usage import Usage
+from gateway.billing.wallet import PaymentRequired
 from gateway.store import schema
 from gateway.store.upsert import upsert_setting
 from tests.gateway.billing.ledger_case import NOW, UNIT, LedgerCase
@@ -88,6 +89,20 @@ class SubscriptionSettlementTests(SubscriptionCase):
         assert row["balance_after_nanos"] == 45 * TENTH
         assert await self.assert_ledger_matches(user, 5 * UNIT) == 45 * TENTH
         assert self.wallets.available_nanos(user) == 45 * TENTH
+
+    async def test_subscriber_with_empty_wallet_is_admitted_up_to_the_quota(self) -> None:
+        user = await self.add_user(0)
+        sub = await self.add_subscription(user, await self.add_plan(10), 10)
+        first = await self.wallets.reserve("a1", user, None, 6 * TENTH, jwt=True)
+        with self.assertRaises(PaymentRequired):
+            await self.wallets.reserve("a2", user, None, 5 * TENTH, jwt=True)
+        charge = self.settler.settle(first, record("a1", user, 4))
+        await self.settler.flush()
+        assert (await charge).balance_after_nanos == 6 * TENTH  # wallet 0 + quota 0.6
+        assert self.wallets.available_nanos(user) == 6 * TENTH
+        assert (await self.subscription(sub))["balance_nanos"] == 6 * TENTH
+        assert await self.balance(user) == 0 and await self.ledger(user) == []
+        await self.wallets.reserve("a3", user, None, 6 * TENTH, jwt=True)
 
     async def test_covered_by_quota_leaves_wallet_and_ledger_alone(self) -> None:
         user = await self.add_user(UNIT)

@@ -207,3 +207,25 @@ def bench():
     event = load_sse("chat_stream_text.sse")[1]
     assert isinstance(event, SSEEvent)
     return lambda: translator.stream_event(event)
+
+
+def test_upstream_error_event_is_not_a_completion():
+    translator = make_translator("chat", "compat", chat_request(stream=True), "m")
+    translator.stream_event(load_sse("chat_stream_text.sse")[0])
+    error = SSEEvent(b'{"error":{"message":"overloaded","type":"server_error","code":null}}')
+    assert len(translator.stream_event(error)) == 1  # relayed as the upstream sent it
+    assert translator.stream_event(SSEEvent(b"[DONE]")) == [b"data: [DONE]\n\n"]
+    assert not translator.completed
+    assert translator.finish() == [] and translator.error_frames("x", "y", None) == []
+
+    request = parse_client_request("responses", orjson.dumps(
+        {"model": "my-model", "input": "hi", "stream": True}))
+    responses = make_translator("responses", "responses", request, "gpt-4.1")
+    responses.stream_event(load_sse("responses_stream_text.sse")[0])
+    failed = {"type": "response.failed", "sequence_number": 1,
+              "response": {"id": "r", "status": "failed", "model": "gpt-4.1",
+                           "error": {"code": "server_error", "message": "boom"}}}
+    (frame,) = responses.stream_event(SSEEvent(orjson.dumps(failed), "response.failed"))
+    assert payloads([frame])[0]["response"]["model"] == "my-model"
+    assert not responses.completed
+    assert responses.error_frames("x", "y", None) == []

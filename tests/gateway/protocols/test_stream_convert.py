@@ -173,7 +173,7 @@ def test_upstream_failure_inside_stream_becomes_native_error():
     frames = translator.stream_event(SSEEvent(orjson.dumps(failed), "response.failed"))
     assert payloads(frames) == [{"error": {"message": "boom", "type": "upstream_error",
                                            "code": "server_error", "param": None}}, "[DONE]"]
-    assert translator.completed and translator.usage is None
+    assert not translator.completed and translator.usage is None
     assert translator.finish() == []
 
 

@@ -123,3 +123,13 @@ def test_details_cache_write_is_inside_input():
                                         "input_tokens_details": {"cached_tokens": 100,
                                                                  "cache_write_tokens": 300}})
     assert usage == Usage(input=500, output=5, cache_read=100, cache_write_5m=300)
+
+
+def test_messages_stream_reports_combine():
+    from gateway.protocols.usage import merge_usage_objects
+    start = {"input_tokens": 25, "cache_read_input_tokens": 100,
+             "cache_creation_input_tokens": 0, "output_tokens": 1}
+    delta = {"output_tokens": 15, "input_tokens": None}
+    # the origin saw neither report as complete usage; combined they are
+    assert extract_usage("messages", merge_usage_objects(start, delta)) == Usage(
+        input=125, output=15, cache_read=100)
