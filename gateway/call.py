@@ -166,13 +166,12 @@ class GatewayCall:
         ctx = self.ctx
         if self.log.user_id == 0:
             return  # never authenticated: nothing to bill, nothing to log against a user
-        if not self.resolved and self.reservation is None:
-            return  # refused before a target was resolved: not logged (contract §2)
+        if self.log.status == 429 and self.reservation is None:
+            return  # a refused flood must not turn into a flood of log rows
         record = self.log.record(ctx.clock.seconds(), ctx.now())
         d = ctx.settler.settle(self.reservation, record)
         d.addErrback(lambda f: log.failure("settlement failed for {rid}", f,
                                            rid=self.log.request_id))
-
 
 
 def guard_url(ctx: GatewayContext, url: str) -> None:

@@ -6,7 +6,8 @@ either a release object (``tag_name`` or ``version``) or an array of them (the f
 that is neither a draft nor a prerelease wins) -- the shape of the common release APIs.
 
 A check fetches the feed now, through the SSRF URL policy (``gateway.net_policy``), with a
-timeout on the injected clock and a size cap, and records ``latest_version``,
+deadline on the injected clock covering connect, headers and body, and a
+size cap (``gateway.sync.fetch``), and records ``latest_version``,
 ``last_checked_at`` and ``last_error`` as internal settings (so every node shows the same
 status).  No feed, an unreachable feed or a malformed one answers 502 ``{"error", "status"}``,
 never 500.  Applying updates and restarting are not offered.
@@ -19,19 +20,18 @@ import re
 from typing import Any
 
 import orjson
-from twisted.web.http_headers import Headers
 
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app
 from console.user_view import timestamp
-from gateway.channels.http import UpstreamClient, UpstreamError
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.sync.fetch import FetchError, fetch
 
 #: the version of this build; ``dev`` marks a local (unreleased) build
 BUILD_VERSION = "dev"
 FEED_TIMEOUT_SECONDS = 15.0
 FEED_BODY_LIMIT = 1 << 20
-USER_AGENT = b"Lockgate-updater"
+USER_AGENT = "Lockgate-updater"
 SUPPORTED_PLATFORMS = frozenset(f"{system}-{arch}" for system in ("linux", "darwin", "windows")
                                 for arch in ("amd64", "arm64"))
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.+-]*)?$")
@@ -101,28 +101,16 @@ def update_status(ctx: ConsoleContext) -> dict[str, Any]:
 
 async def fetch_latest(ctx: ConsoleContext, url: str) -> str:
     """GET the feed and return the newest version; raises FeedError."""
-    client = UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=1,
-                            connect_timeout=FEED_TIMEOUT_SECONDS)
     try:
-        try:
-            response = await client.request(
-                b"GET", url, Headers({b"user-agent": [USER_AGENT],
-                                      b"accept": [b"application/json"],
-                                      # one request per check: nothing left in the pool
-                                      b"connection": [b"close"]}),
-                None, first_byte_timeout=FEED_TIMEOUT_SECONDS)
-        except UpstreamError as exc:
-            raise FeedError(f"release feed is unreachable: {exc}") from None
-        if response.code != 200:
-            response.abort()
-            raise FeedError(f"release feed answered HTTP {response.code}")
-        try:
-            body = await response.read_all(FEED_BODY_LIMIT, idle_timeout=FEED_TIMEOUT_SECONDS)
-        except UpstreamError as exc:
-            raise FeedError(f"release feed could not be read: {exc}") from None
-        return latest_from_feed(body)
-    finally:
-        await client.close()
+        fetched = await fetch(ctx.reactor, ctx.clock, url, timeout=FEED_TIMEOUT_SECONDS,
+                              limit=FEED_BODY_LIMIT,
+                              headers={"user-agent": USER_AGENT,
+                                       "accept": "application/json"})
+    except FetchError as exc:
+        raise FeedError(f"release feed is unreachable: {exc}") from None
+    if fetched.status != 200:
+        raise FeedError(f"release feed answered HTTP {fetched.status}")
+    return latest_from_feed(fetched.body)
 
 
 class UpdateRoutes:

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from twisted.internet.defer import ensureDeferred, gatherResults
 
+from gateway.invalidation import USERS
 from gateway.store import schema
 from gateway.store import users as user_store
 from tests.console.admin_case import AdminCase
@@ -140,6 +141,7 @@ class RedeemTests(RedeemCase):
         body = response.json()
         assert body["amount"] == "5" and body["balance"] == "5"
         assert body["id"] == code["id"] and body["used_count"] == 1 and body["max_uses"] == 2
+        assert (USERS, str(first_id).encode()) in self.announced  # wallet caches reload
         again = await self.redeem(first, code["code"])
         assert again.status == 400 and again.json()["error"] == "Redeem code already used"
         assert (await self.redeem(second, code["code"])).status == 200

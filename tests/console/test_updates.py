@@ -76,7 +76,7 @@ class UpdatesTest(AdminCase):
         status = response.json()
         self.assertEqual((status["latest_version"], status["last_error"]), ("v1.4.2", ""))
         self.assertEqual(status["last_checked_at"], "2027-01-15T08:00:00Z")
-        self.assertEqual(self.feed.user_agents, [updates.USER_AGENT])
+        self.assertEqual(self.feed.user_agents, [updates.USER_AGENT.encode()])
         again = (await self.api("GET", "/api/updates")).json()
         self.assertEqual(again["latest_version"], "v1.4.2")
         self.assertFalse(again["update_available"])  # a dev build cannot compare

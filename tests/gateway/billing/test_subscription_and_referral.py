@@ -13,9 +13,11 @@ from gateway.billing.settlement import SettledCharge, SettlementRecord
 from gateway.billing.subscriptions import Quota, current, remaining, spending_order, split
 from gateway.billing.usage import Usage
 from gateway.billing.wallet import PaymentRequired
+from gateway.invalidation import USERS
 from gateway.store import schema
 from gateway.store.upsert import upsert_setting
 from tests.gateway.billing.ledger_case import NOW, UNIT, LedgerCase
+from tests.gateway.gateway_case import GatewayTestCase
 
 TENTH = UNIT // 10
 
@@ -229,3 +231,44 @@ class PostgresSubscriptionSettlementTests(SubscriptionSettlementTests):
 
 class PostgresReferralSettlementTests(ReferralSettlementTests):
     backend = "postgresql"
+
+
+class SubscriberGatewayCallTests(GatewayTestCase):
+    """Through the real /v1 route: a plan granted by a redeem code pays before the wallet."""
+
+    async def test_subscriber_call_draws_quota_then_wallet(self) -> None:
+        await self.provision(balance="0")
+        admin = self.admin_token
+        plan = (await self.call("POST", "/api/subscription-plans", {
+            "name": "pro", "reset_amount": "50", "reset_interval_days": 30},
+            token=admin)).json()
+        code = (await self.call("POST", "/api/redeem-codes", {
+            "subscription_plan_id": plan["id"]}, token=admin)).json()
+        redeemed = await self.call("POST", "/api/user/redeem-code", {"code": code["code"]},
+                                   token=self.user_token)
+        assert redeemed.status == 200, redeemed
+        chat = {"model": "gpt-fake", "messages": [{"role": "user", "content": "hi"}]}
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        first = await self.call("POST", "/v1/chat/completions", chat, headers=headers)
+        assert first.status == 200, first  # admitted on the quota alone (wallet is 0)
+        [log] = await self.usage_rows()
+        cost = log["cost_nanos"]
+        assert cost > 0 and log["subscription_cost_nanos"] == cost
+        assert await self.balance_nanos(self.user_id) == 0
+
+        def squeeze(conn: Any) -> None:  # leave half a call's quota, fund the wallet
+            conn.execute(update(schema.user_subscriptions).values(balance_nanos=cost // 2))
+            conn.execute(update(schema.users).where(schema.users.c.id == self.user_id)
+                         .values(balance_nanos=UNIT))
+            conn.execute(schema.ledger.insert().values(
+                user_id=self.user_id, kind="admin_adjust", amount_nanos=UNIT,
+                balance_after_nanos=UNIT, created_at=self.ctx.now()))
+
+        await self.ctx.db.transaction(squeeze)
+        await self.ctx.invalidation.announce(USERS, str(self.user_id).encode())
+        second = await self.call("POST", "/v1/chat/completions", chat, headers=headers)
+        assert second.status == 200, second
+        log = (await self.usage_rows())[-1]
+        assert log["cost_nanos"] == cost and log["subscription_cost_nanos"] == cost // 2
+        assert await self.balance_nanos(self.user_id) == UNIT - (cost - cost // 2)
+        assert await self.ledger_sum(self.user_id) == UNIT - (cost - cost // 2)

@@ -234,3 +234,34 @@ def test_responses_upstream_to_completions_client(include_usage):
     assert [c["choices"][0]["finish_reason"] for c in chunks[:-1] if c["choices"]][-1] == "stop"
     assert any(c["choices"] == [] for c in chunks[:-1]) == include_usage
     assert translator.usage == Usage(input=37, output=11)
+
+
+def test_sdk_stream_accumulators_rebuild_the_converted_answers():
+    """The official SDK's own stream helpers (what ``client.responses.stream()`` and
+    ``client.chat.completions.stream()`` run) accept our converted streams end to end."""
+    from openai import omit
+    from openai.lib.streaming.chat._completions import ChatCompletionStreamState
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+
+    responses_state = ResponseStreamState(input_tools=omit, text_format=omit)
+    translator = responses_client()
+    for event in load_sse("chat_stream_tools.sse"):
+        for sse in frames_to_events(translator.stream_event(event)):
+            responses_state.handle_event(RESPONSES_EVENT.validate_python(orjson.loads(sse.data)))
+    final = responses_state._completed_response
+    assert final is not None and final.status == "completed"
+    assert [(item.call_id, item.arguments) for item in final.output] == [
+        ("call_weather1", '{"city": "Paris"}'), ("call_time2", '{"tz": "CET"}')]
+
+    chat_state = ChatCompletionStreamState()
+    chat = chat_client(True)
+    for event in load_sse("responses_stream_tool.sse"):
+        for chunk in payloads(chat.stream_event(event)):
+            if chunk != "[DONE]":
+                chat_state.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+    completion = chat_state.get_final_completion()
+    call = completion.choices[0].message.tool_calls[0]
+    assert (call.id, call.function.name, call.function.arguments) == (
+        "call_w1", "get_weather", '{"city":"Paris"}')
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert completion.usage.prompt_tokens == 60
