@@ -36,7 +36,7 @@ DISTINCT_NAME_PROBES = 2000
 #: rows removed per statement by the retention job (keeps each lock short)
 DELETE_BATCH = 5000
 #: every table holding a kind of log row; ``DELETE /api/logs`` empties those that exist
-LOG_TABLES = ("usage_logs", "audit_logs", "plugin_logs", "status_monitor_checks",
+LOG_TABLES = ("usage_logs", "status_checks", "audit_logs", "plugin_logs",
               "scheduled_task_runs")
 
 

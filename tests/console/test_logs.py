@@ -207,14 +207,38 @@ class DeleteLogsTest(LogCase):
         await self.prepare()
         await insert_logs(self.ctx, [log_row(self.alice_id, NOW - timedelta(days=i))
                                      for i in range(5)])
+
+        def add_checks(conn: Any) -> int:
+            monitor = conn.execute(schema.status_monitors.insert().values(
+                name="gw", target_url="https://gw.example", created_at=NOW,
+                updated_at=NOW)).inserted_primary_key[0]
+            for status in ("up", "down"):
+                conn.execute(schema.status_checks.insert().values(
+                    monitor_id=monitor, status=status, checked_at=NOW))
+            return conn.execute(select(func.count()).select_from(
+                schema.status_checks)).scalar_one()
+
+        self.assertEqual(await self.ctx.db.transaction(add_checks), 2)
         refused = await self.call("DELETE", "/api/logs", token=self.alice["token"])
         self.assertEqual(refused.status, 403)
         self.assertEqual(await count_logs(self.ctx), 5)
         response = await self.call("DELETE", "/api/logs", token=self.admin_token)
-        self.assertEqual((response.status, response.json()), (200, {"deleted": 5}))
+        self.assertEqual((response.status, response.json()), (200, {"deleted": 7}))
         self.assertEqual(await count_logs(self.ctx), 0)
+
+        def monitors_and_checks(conn: Any) -> tuple[int, int]:
+            count = func.count()
+            return (conn.execute(select(count).select_from(schema.status_monitors)).scalar_one(),
+                    conn.execute(select(count).select_from(schema.status_checks)).scalar_one())
+
+        # the monitors stay; only their check history (a log) goes
+        self.assertEqual(await self.ctx.db.transaction(monitors_and_checks), (1, 0))
         again = await self.call("DELETE", "/api/logs", token=self.admin_token)
         self.assertEqual(again.json(), {"deleted": 0})
+
+
+class DeleteLogsPostgresTest(DeleteLogsTest):
+    backend = "postgresql"
 
 
 class AdminLogsPostgresTest(AdminLogsTest):

@@ -256,13 +256,15 @@ class SubscriberGatewayCallTests(GatewayTestCase):
         assert cost > 0 and log["subscription_cost_nanos"] == cost
         assert await self.balance_nanos(self.user_id) == 0
 
+        fund = 100 * UNIT  # above the worst-case reservation of a call
+
         def squeeze(conn: Any) -> None:  # leave half a call's quota, fund the wallet
             conn.execute(update(schema.user_subscriptions).values(balance_nanos=cost // 2))
             conn.execute(update(schema.users).where(schema.users.c.id == self.user_id)
-                         .values(balance_nanos=UNIT))
+                         .values(balance_nanos=fund))
             conn.execute(schema.ledger.insert().values(
-                user_id=self.user_id, kind="admin_adjust", amount_nanos=UNIT,
-                balance_after_nanos=UNIT, created_at=self.ctx.now()))
+                user_id=self.user_id, kind="admin_adjust", amount_nanos=fund,
+                balance_after_nanos=fund, created_at=self.ctx.now()))
 
         await self.ctx.db.transaction(squeeze)
         await self.ctx.invalidation.announce(USERS, str(self.user_id).encode())
@@ -270,5 +272,5 @@ class SubscriberGatewayCallTests(GatewayTestCase):
         assert second.status == 200, second
         log = (await self.usage_rows())[-1]
         assert log["cost_nanos"] == cost and log["subscription_cost_nanos"] == cost // 2
-        assert await self.balance_nanos(self.user_id) == UNIT - (cost - cost // 2)
-        assert await self.ledger_sum(self.user_id) == UNIT - (cost - cost // 2)
+        assert await self.balance_nanos(self.user_id) == fund - (cost - cost // 2)
+        assert await self.ledger_sum(self.user_id) == fund - (cost - cost // 2)
