@@ -15,6 +15,7 @@ from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
 from console.services.passwords import Passwords
+from console.services.price_schedule import PriceSyncScheduler
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
 from gateway.catalog.cache import CatalogCache
@@ -111,6 +112,7 @@ class Lockgate:
                              db, state, lambda: live.settings),
             ChannelProbe(reactor, clock, db, state, invalidation, lambda: live.settings,
                          on_recovered=gateway.health.reset),
+            PriceSyncScheduler(ctx),
         )
         for service in background:
             service.startService()

@@ -8,6 +8,8 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.server import Request, Site
 
+from tap.http_request import LockgateRequest
+
 
 class InFlight:
     def __init__(self) -> None:
@@ -50,6 +52,7 @@ class CountingSite(Site):
     """A Site that tells ``InFlight`` about every request's start and end."""
 
     def __init__(self, resource: Any, in_flight: InFlight, **kwargs: Any) -> None:
+        kwargs.setdefault("requestFactory", LockgateRequest)
         super().__init__(resource, **kwargs)
         self.in_flight = in_flight
 

@@ -30,7 +30,13 @@ from gateway.store import schema
 from gateway.store.models import create_model, model_by_name, update_model
 from gateway.sync.fetch import FetchError
 from gateway.sync.model_lists import SyncFormatError
-from gateway.sync.prices import PRICE_FIELDS, UNAUTHENTICATED, parse_prices, price_paths
+from gateway.sync.prices import (
+    PRICE_FIELDS,
+    UNAUTHENTICATED,
+    PriceItem,
+    parse_prices,
+    price_paths,
+)
 from gateway.sync.providers import CUSTOM, guess_provider
 
 SOURCE = "prices"
@@ -47,7 +53,7 @@ def existing_names(conn: Connection, names: list[str]) -> set[str]:
 
 
 async def _envelope(ctx: ConsoleContext, channel: dict[str, Any], source: str,
-                    items: list[Any]) -> dict[str, Any]:
+                    items: list[PriceItem]) -> dict[str, Any]:
     names = [item.model_name for item in items]
     known = await ctx.db.transaction(existing_names, names)
     models = []
@@ -61,9 +67,9 @@ async def _envelope(ctx: ConsoleContext, channel: dict[str, Any], source: str,
             "models": models}
 
 
-async def preview(ctx: ConsoleContext, channel_id: Any, fmt: str | None,
-                  path: str | None) -> dict[str, Any]:
-    channel = await load_channel(ctx, channel_id)
+async def fetch_items(ctx: ConsoleContext, channel: dict[str, Any], fmt: str | None,
+                      path: str | None) -> tuple[str, list[PriceItem]]:
+    """``(source path, price items)`` from the channel; the first non-empty answer wins."""
     try:
         paths = price_paths(fmt, path)
     except SyncFormatError as exc:
@@ -78,9 +84,16 @@ async def preview(ctx: ConsoleContext, channel_id: Any, fmt: str | None,
             failures.append(f"{candidate}: {exc}")
             continue
         if items:
-            return await _envelope(ctx, channel, candidate, items)
+            return candidate, items
         failures.append(f"{candidate}: no prices found")
     raise ApiError(500, "price sync failed: " + "; ".join(failures), type="sync_failed")
+
+
+async def preview(ctx: ConsoleContext, channel_id: Any, fmt: str | None,
+                  path: str | None) -> dict[str, Any]:
+    channel = await load_channel(ctx, channel_id)
+    source, items = await fetch_items(ctx, channel, fmt, path)
+    return await _envelope(ctx, channel, source, items)
 
 
 async def preview_browser(ctx: ConsoleContext, channel_id: Any, source: str,
@@ -137,12 +150,15 @@ def price_values(items: Any) -> list[tuple[str, dict[str, Any]]]:
 
 
 def apply_prices(conn: Connection, entries: list[tuple[str, dict[str, Any]]],
-                 now: datetime) -> tuple[int, int]:
-    """Create or overwrite the global models; ``(created, updated)``."""
+                 now: datetime, *, create: bool = True) -> tuple[int, int]:
+    """Create (unless ``create`` is false) or overwrite the global models;
+    ``(created, updated)``."""
     created = updated = 0
     for name, values in entries:
         provider = guess_provider(name)
         found = model_by_name(conn, name)
+        if found is None and not create:
+            continue
         if found is None:
             create_model(conn, {"model_name": name, "provider": provider,
                                 "provider_icon_url": "", "enabled": True, **values}, now)

@@ -180,26 +180,34 @@ def user_stats(conn: Connection, user_id: int, today: datetime, minute_ago: date
     }
 
 
-def _usage_by(conn: Connection, column: Any, start: datetime | None,
-              end: datetime | None) -> dict[int, dict[str, int]]:
-    conditions: list[ColumnElement[bool]] = [column.is_not(None)]
+def _usage_pairs(conn: Connection, start: datetime | None,
+                 end: datetime | None) -> list[tuple[int | None, int | None, dict[str, int]]]:
+    """Totals per (user channel, channel) pair: ONE pass over the rows for both views."""
+    conditions: list[ColumnElement[bool]] = []
     if start is not None:
         conditions.append(logs.c.created_at >= start)
     if end is not None:
         conditions.append(logs.c.created_at < end)
     rows = conn.execute(
-        select(column, func.count(), func.coalesce(func.sum(logs.c.input_tokens), 0),
+        select(logs.c.user_channel_id, logs.c.channel_id, func.count(),
+               func.coalesce(func.sum(logs.c.input_tokens), 0),
                func.coalesce(func.sum(logs.c.output_tokens), 0),
                func.coalesce(func.sum(logs.c.cached_input_tokens), 0),
                func.coalesce(func.sum(logs.c.cost_nanos), 0))
-        .where(and_(*conditions)).group_by(column)
+        .where(and_(true(), *conditions))
+        .group_by(logs.c.user_channel_id, logs.c.channel_id)
     ).all()
-    return {
-        int(row[0]): {"request_count": int(row[1]), "input_tokens": int(row[2]),
-                      "output_tokens": int(row[3]), "cached_input_tokens": int(row[4]),
-                      "cost_nanos": int(row[5])}
-        for row in rows
-    }
+    return [(row[0], row[1], {"request_count": int(row[2]), "input_tokens": int(row[3]),
+                              "output_tokens": int(row[4]), "cached_input_tokens": int(row[5]),
+                              "cost_nanos": int(row[6])}) for row in rows]
+
+
+def _add(into: dict[int, dict[str, int]], key: int | None, usage: dict[str, int]) -> None:
+    if key is None:
+        return
+    target = into.setdefault(int(key), dict.fromkeys(usage, 0))
+    for name, value in usage.items():
+        target[name] += value
 
 
 def channel_usage(conn: Connection, start: datetime | None = None,
@@ -213,12 +221,13 @@ def channel_usage(conn: Connection, start: datetime | None = None,
         select(s.channels).order_by(s.channels.c.priority.desc(), s.channels.c.weight.desc(),
                                     s.channels.c.name, s.channels.c.id)
     ).mappings()]
-    return {
-        "user_channels": user_channels,
-        "channels": channels,
-        "by_user_channel": _usage_by(conn, logs.c.user_channel_id, start, end),
-        "by_channel": _usage_by(conn, logs.c.channel_id, start, end),
-    }
+    by_user_channel: dict[int, dict[str, int]] = {}
+    by_channel: dict[int, dict[str, int]] = {}
+    for uc_id, channel_id, usage in _usage_pairs(conn, start, end):
+        _add(by_user_channel, uc_id, usage)
+        _add(by_channel, channel_id, usage)
+    return {"user_channels": user_channels, "channels": channels,
+            "by_user_channel": by_user_channel, "by_channel": by_channel}
 
 
 def delete_all_logs(conn: Connection) -> int:

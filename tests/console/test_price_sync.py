@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+
+from gateway.store import schema
 from tests.console.test_model_sync import SyncCase
 
 NEWAPI = {"success": True, "data": [
@@ -148,6 +151,71 @@ class PriceSyncTests(SyncCase):
                 "channel_id": self.channel, "models": models})
             self.assertEqual(response.status, 400, response)
             self.assertIn(message, response.json()["error"])
+        self.assertEqual(await self.snapshot(), before)
+
+
+class ScheduledPriceSyncTests(SyncCase):
+    @property
+    def scheduler(self) -> Any:
+        return self.app.background[2]
+
+    async def channel_row(self, channel_id: int) -> dict[str, Any]:
+        def run(conn: Any) -> dict[str, Any]:
+            return dict(conn.execute(select(schema.channels).where(
+                schema.channels.c.id == channel_id)).mappings().one())
+
+        return await self.ctx.db.transaction(run)
+
+    async def models(self) -> dict[str, dict[str, Any]]:
+        response = await self.call("GET", "/api/models", token=self.token)
+        return {m["model_name"]: m for m in response.json()}
+
+    async def test_cron_fires_and_updates_existing_models_only(self) -> None:
+        await self.prepare()
+        await self.build.model("gpt-4o", input="1")
+        self.up.answer("/api/pricing", 200, NEWAPI)
+        other = self.upstream()
+        other.answer("/api/pricing", 200, NEWAPI)
+        off = await self.build.channel(self.uc, "sync-off", base_url=other.base_url)
+        disabled = await self.build.channel(self.uc, "disabled", base_url=other.base_url,
+                                            enabled=False)
+        await self.build.set(schema.channels, disabled, price_sync_enabled=True,
+                             price_sync_cron="* * * * *")
+        # the clock starts on a whole hour; hourly sync fires at the next one
+        self.assertEqual(self.clock.seconds() % 3600, 0)
+        await self.build.set(schema.channels, self.channel, price_sync_enabled=True,
+                             price_sync_cron="0 * * * *")
+        self.clock.advance(60)
+        await self.scheduler.idle()
+        self.assertEqual(self.up.requests, [])
+        self.clock.advance(3540)
+        await self.scheduler.idle()
+        self.assertEqual(self.up.paths(), ["/api/pricing"])
+        models = await self.models()
+        self.assertEqual((models["gpt-4o"]["input_price"], models["gpt-4o"]["output_price"]),
+                         ("2.5", "10"))
+        self.assertNotIn("dall-e-3", models)  # schedules do not import new models
+        row = await self.channel_row(self.channel)
+        self.assertEqual(row["price_sync_last_at"], self.ctx.now())
+        self.assertEqual(self.ctx.catalog.snapshot.models_by_name["gpt-4o"].quota_type, 0)
+        # not again until the next hour; never for channels without sync or disabled ones
+        self.clock.advance(60)
+        await self.scheduler.idle()
+        self.assertEqual(len(self.up.requests), 1)
+        self.assertEqual(other.requests, [])
+        self.assertIsNone((await self.channel_row(off))["price_sync_last_at"])
+
+    async def test_failing_upstream_is_stamped_and_changes_nothing(self) -> None:
+        await self.prepare()
+        await self.build.model("gpt-4o", input="1")
+        await self.build.set(schema.channels, self.channel, price_sync_enabled=True,
+                             price_sync_cron="*/5 * * * *")
+        before = await self.snapshot()
+        self.clock.advance(300)
+        await self.scheduler.idle()
+        self.assertEqual(self.up.paths(), ["/api/pricing", "/api/prices"])
+        self.assertEqual((await self.channel_row(self.channel))["price_sync_last_at"],
+                         self.ctx.now())
         self.assertEqual(await self.snapshot(), before)
 
 

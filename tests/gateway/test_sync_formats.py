@@ -1,11 +1,13 @@
-"""Model-list and price parsing for sync (console contract §5.10): every accepted shape."""
+"""Model-list and price parsing and the price-sync schedule (console contract §5.10)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
+from gateway.cron import CronError
 from gateway.sync.model_lists import (
     AUTO_PATHS,
     SyncFormatError,
@@ -16,6 +18,7 @@ from gateway.sync.model_lists import (
 )
 from gateway.sync.prices import PRICES_PATH, PRICING_PATH, parse_prices, price_paths
 from gateway.sync.providers import guess_provider
+from gateway.sync.schedule import next_fire
 
 
 def test_format_paths() -> None:
@@ -165,3 +168,31 @@ def test_guess_provider() -> None:
     assert guess_provider("claude-3-5") == "anthropic"
     assert guess_provider("vendor/gemini-pro") == "google"
     assert guess_provider("fast-small") == "custom"
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize("expression, after, expected", [
+    ("0 * * * *", "2026-11-22T10:30:00", "2026-11-22T11:00:00"),
+    ("0 * * * *", "2026-11-22T10:00:00", "2026-11-22T11:00:00"),  # strictly after
+    ("*/15 * * * *", "2026-11-22T10:14:59", "2026-11-22T10:15:00"),
+    ("*/15 * * * *", "2026-11-22T10:15:00", "2026-11-22T10:30:00"),
+    ("5-10/5 1 * * *", "2026-11-22T01:06:00", "2026-11-22T01:10:00"),
+    ("@daily", "2026-01-31T23:59:00", "2026-02-01T00:00:00"),
+    ("@hourly", "2026-12-31T23:30:00", "2027-01-01T00:00:00"),
+    ("0 0 29 2 *", "2025-03-01T00:00:00", "2028-02-29T00:00:00"),
+    ("0 9 * * MON", "2026-11-22T12:00:00", "2026-11-23T09:00:00"),  # 22nd is a Sunday
+    ("0 9 * * 7", "2026-11-21T12:00:00", "2026-11-22T09:00:00"),  # 7 = Sunday
+    ("0 0 13 * FRI", "2026-11-01T00:00:00", "2026-11-06T00:00:00"),  # either day rule
+    ("30 2 1 JAN-MAR *", "2026-03-02T00:00:00", "2027-01-01T02:30:00"),
+])
+def test_next_fire(expression: str, after: str, expected: str) -> None:
+    assert next_fire(expression, _at(after)) == _at(expected)
+
+
+def test_next_fire_never_and_invalid() -> None:
+    assert next_fire("0 0 31 2 *", _at("2026-01-01T00:00:00")) is None
+    with pytest.raises(CronError):
+        next_fire("61 * * * *", _at("2026-01-01T00:00:00"))

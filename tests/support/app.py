@@ -23,6 +23,7 @@ from twisted.web.server import Site
 
 from console.services.passwords import Passwords
 from tap.app import Lockgate
+from tap.http_request import LockgateRequest
 from tap.secrets import Secrets
 from tests.support.postgres import postgres_url
 
@@ -66,7 +67,7 @@ class AppTestCase(TestCase):
             self.database_url = f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
         self.app = self.open_app()
         self.addCleanup(self.app.close)
-        self.site_factory = WrappingFactory(Site(self.app.root))
+        self.site_factory = WrappingFactory(Site(self.app.root, requestFactory=LockgateRequest))
         self.port = reactor.listenTCP(0, self.site_factory, interface="127.0.0.1")
         self.addCleanup(self._close_server_connections)
         self.addCleanup(self.port.stopListening)
