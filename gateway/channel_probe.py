@@ -200,7 +200,7 @@ class ChannelProbe(Service):
             headers["authorization"] = f"Bearer {channel['api_key']}"
         try:
             fetched = await fetch(self._reactor, self._clock, url, headers=headers,
-                                  timeout=timeout, limit=1 << 20)
+                                  timeout=timeout, limit=1 << 20, policy=policy)
         except FetchError:
             return False
         return 200 <= fetched.status < 300

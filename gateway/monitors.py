@@ -3,8 +3,9 @@
 A check is one HTTP request (``up`` for a final status 200-399, else ``down`` with ``HTTP
 <code>``; the body is never read) or one TCP connect (``up``, ``TCP connected``).  Any error --
 refused, unreachable, timed out, refused by the URL policy -- is ``down`` with the error text
-(at most 500 characters).  Timeouts run on the injected clock so tests can drive a "slow"
-target; latency is measured on the reactor's own time.
+(at most 500 characters).  The target is checked against the URL policy when saved and again
+at check time, including the address its name resolves to.  Timeouts run on the injected
+clock so tests can drive a "slow" target; latency is measured on the reactor's own time.
 
 ``MonitorScheduler`` is a Twisted service: every ``tick_seconds`` (10) on the clock, when the
 ``status_monitor_enabled`` setting is on, it checks each enabled monitor whose last check is at
@@ -37,7 +38,7 @@ from twisted.python.failure import Failure
 
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.store import monitors as store
-from gateway.sync.fetch import MAX_MESSAGE, FetchError, describe, fetch
+from gateway.sync.fetch import MAX_MESSAGE, FetchError, checked_address, describe, fetch
 
 log = Logger()
 
@@ -112,8 +113,10 @@ class _Connected(Protocol):
         self.transport.loseConnection()
 
 
-async def _tcp_connect(reactor: Any, clock: Any, host: str, port: int, timeout: float) -> None:
-    endpoint = HostnameEndpoint(reactor, host.encode("idna"), port, timeout=timeout)
+async def _tcp_connect(reactor: Any, clock: Any, host: str, port: int, timeout: float,
+                       policy: UrlPolicy) -> None:
+    address = await checked_address(reactor, host, policy)
+    endpoint = HostnameEndpoint(reactor, address.encode("ascii"), port, timeout=timeout)
     attempt: Deferred[Any] = connectProtocol(endpoint, _Connected())
     timer = clock.callLater(timeout, attempt.cancel)
     try:
@@ -142,11 +145,11 @@ async def run_check(reactor: Any, clock: Any, monitor: dict[str, Any], policy: U
         target = check_target(check_type, monitor["target_url"], policy)
         if check_type == TCP:
             host, port = tcp_address(target)
-            await _tcp_connect(reactor, clock, host, port, timeout)
+            await _tcp_connect(reactor, clock, host, port, timeout, policy)
             return CheckOutcome("up", elapsed(), 0, "TCP connected")
         method = "HEAD" if monitor["method"] == "HEAD" else "GET"
         fetched = await fetch(reactor, clock, target, method=method, timeout=timeout,
-                              read_body=False)
+                              read_body=False, policy=policy)
     except TargetError as exc:
         return CheckOutcome("down", elapsed(), 0, f"Unsafe or invalid target URL: {exc}"[
             :MAX_MESSAGE])

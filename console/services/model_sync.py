@@ -67,13 +67,14 @@ async def fetch_from_channel(ctx: ConsoleContext, channel: dict[str, Any], path:
                              with_key: bool = True) -> bytes:
     """GET ``path`` under the channel's base URL; ``FetchError`` unless it answers 2xx."""
     url = join_url(channel["base_url"], path)
+    policy = UrlPolicy.from_settings(ctx.settings)
     try:
-        check_url(url, UrlPolicy.from_settings(ctx.settings))
+        check_url(url, policy)
     except UnsafeUrl as exc:
         raise FetchError(f"unsafe upstream URL: {exc}") from None
     fetched = await fetch(ctx.reactor, ctx.clock, url,
                           headers=channel_headers(channel, url, with_key=with_key),
-                          timeout=FETCH_TIMEOUT, limit=FETCH_LIMIT)
+                          timeout=FETCH_TIMEOUT, limit=FETCH_LIMIT, policy=policy)
     if not 200 <= fetched.status < 300:
         raise FetchError(f"HTTP {fetched.status}")
     return fetched.body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 from typing import Any
 
@@ -9,7 +10,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SkipTest, TestCase
 
 from gateway.monitors import TargetError, check_target, run_check, tcp_address
 from gateway.net_policy import UrlPolicy
@@ -18,6 +19,18 @@ from tests.support.app import AppTestCase
 from tests.support.scripted_upstream import ScriptedUpstream
 
 OPEN = UrlPolicy.from_entries(allow_private=True)
+
+
+def loopback_name() -> str | None:
+    """A host name (not ``localhost``) that resolves to a loopback address, if any."""
+    for name in (socket.gethostname(), "localhost.localdomain"):
+        try:
+            address = socket.gethostbyname(name)
+        except OSError:
+            continue
+        if address.startswith("127.") and name != "localhost":
+            return name
+    return None
 
 
 def monitor(target: str, check_type: str = "http", method: str = "GET",
@@ -103,6 +116,24 @@ class CheckTests(TestCase):
         self.assertEqual(outcome.status, "down")
         self.assertIn("Unsafe or invalid target URL", outcome.message)
         self.assertEqual(self.up.requests, [])
+
+    async def test_names_resolving_to_private_addresses_are_refused_at_connect(self) -> None:
+        name = loopback_name()
+        if name is None:
+            raise SkipTest("no non-localhost name resolves to loopback here")
+        self.up.answer("/ok", 200, {})
+        strict = UrlPolicy.from_entries()
+        url = f"http://{name}:{self.up.port}/ok"
+        self.assertEqual(check_target("http", url, strict), url)  # the name itself passes
+        for check_type, target in (("http", url), ("tcp", f"{name}:{self.up.port}")):
+            outcome = await run_check(reactor, self.clock, monitor(target, check_type=check_type),
+                                      strict)
+            self.assertEqual(outcome.status, "down")
+            self.assertIn("unsafe address", outcome.message)
+        self.assertEqual(self.up.requests, [])
+        outcome = await self.check(url)
+        self.assertEqual(outcome.status, "up")
+        self.assertEqual(self.up.requests[0].headers["host"], f"{name}:{self.up.port}")
 
     async def test_tcp_open_and_closed_ports(self) -> None:
         factory = Factory.forProtocol(Protocol)
