@@ -132,15 +132,15 @@ class ChannelProbe(Service):
         def done(result: Any) -> Any:
             self._running = None
             waiters, self._idle_waiters = self._idle_waiters, []
-            for waiter in waiters:
-                waiter.callback(None)
+            # on the next reactor turn: after the looping call has scheduled its next tick
+            self._reactor.callLater(0, lambda: [w.callback(None) for w in waiters])
             return result
 
         round_.addBoth(done)
         return round_
 
     def idle(self) -> Deferred[None]:
-        """Fires once no round is running (now, or when the current round ends)."""
+        """Fires once no round is running (now, or just after the current round ends)."""
         waiter: Deferred[None] = Deferred()
         if self._running is None:
             waiter.callback(None)

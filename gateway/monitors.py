@@ -164,7 +164,7 @@ class MonitorRunner:
 
     def __init__(self, reactor: Any, clock: Any, db: Any, settings: Callable[[], Any], *,
                  timeout: float = CHECK_TIMEOUT) -> None:
-        self._reactor = reactor
+        self.reactor = reactor
         self._clock = clock
         self._db = db
         self._settings = settings
@@ -176,7 +176,7 @@ class MonitorRunner:
     async def check(self, monitor: dict[str, Any]) -> dict[str, Any] | None:
         """Check and record; the stored check row (None if the monitor vanished)."""
         policy = UrlPolicy.from_settings(self._settings())
-        outcome = await run_check(self._reactor, self._clock, monitor, policy, self._timeout)
+        outcome = await run_check(self.reactor, self._clock, monitor, policy, self._timeout)
         stored: dict[str, Any] | None = await self._db.transaction(
             store.record_check, monitor["id"], outcome.row(), self.now())
         return stored
@@ -229,15 +229,15 @@ class MonitorScheduler(Service):
         def done(result: Any) -> Any:
             self._running = None
             waiters, self._idle_waiters = self._idle_waiters, []
-            for waiter in waiters:
-                waiter.callback(None)
+            # on the next reactor turn: after the looping call has scheduled its next tick
+            self._runner.reactor.callLater(0, lambda: [w.callback(None) for w in waiters])
             return result
 
         round_.addBoth(done)
         return round_
 
     def idle(self) -> Deferred[None]:
-        """Fires once no round is running (now, or when the current round ends)."""
+        """Fires once no round is running (now, or just after the current round ends)."""
         waiter: Deferred[None] = Deferred()
         if self._running is None:
             waiter.callback(None)

@@ -91,8 +91,8 @@ class PriceSyncScheduler(Service):
         def done(result: Any) -> Any:
             self._running = None
             waiters, self._idle_waiters = self._idle_waiters, []
-            for waiter in waiters:
-                waiter.callback(None)
+            # on the next reactor turn: after the looping call has scheduled its next tick
+            self._ctx.reactor.callLater(0, lambda: [w.callback(None) for w in waiters])
             return result
 
         round_.addBoth(done)
