@@ -92,7 +92,8 @@ class PriceSyncScheduler(Service):
             self._running = None
             waiters, self._idle_waiters = self._idle_waiters, []
             # on the next reactor turn: after the looping call has scheduled its next tick
-            self._ctx.reactor.callLater(0, lambda: [w.callback(None) for w in waiters])
+            for waiter in waiters:
+                self._ctx.reactor.callLater(0, waiter.callback, None)
             return result
 
         round_.addBoth(done)
