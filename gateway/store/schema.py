@@ -522,3 +522,50 @@ status_checks = Table(
     Column("checked_at", UTCDateTime, nullable=False),
 )
 Index("ix_status_checks_monitor_time", status_checks.c.monitor_id, status_checks.c.checked_at)
+
+# --- async tasks (gateway/tasks) -------------------------------------------------------------
+
+tasks = Table(
+    "tasks", metadata,
+    # our public id ("vtask_" + 32 hex); the upstream id is never shown in its place
+    Column("id", String(64), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("api_key_id", Integer, nullable=True),
+    # video | compat
+    Column("family", String(16), nullable=False),
+    # image | video | artjob
+    Column("kind", String(16), nullable=False),
+    Column("user_channel_id", Integer, nullable=True),
+    Column("channel_id", Integer, nullable=True),
+    Column("config_id", Integer, nullable=True),
+    Column("model_name", String(200), nullable=False),
+    Column("upstream_task_id", String(255), nullable=False, server_default=""),
+    # the exact upstream status path (GET), fixed at creation; "" = never polled
+    Column("status_path", Text, nullable=False, server_default=""),
+    # queued | processing | succeeded | failed | cancelled | expired (normalised)
+    Column("status", String(32), nullable=False),
+    Column("upstream_status", String(64), nullable=False, server_default=""),
+    Column("progress", Integer, nullable=True),
+    # held at submit; charged = kept; refunded once on failure (ledger task_refund)
+    Column("cost_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("charged_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("refunded_nanos", BigInteger, nullable=False, server_default=ZERO),
+    # the part of the charge paid from subscription quota (not refunded to the wallet)
+    Column("subscription_nanos", BigInteger, nullable=False, server_default=ZERO),
+    # held | settled | refunded
+    Column("billing_state", String(16), nullable=False, server_default="held"),
+    Column("request", JSONText, nullable=True),
+    Column("first_response", JSONText, nullable=True),
+    Column("last_response", JSONText, nullable=True),
+    Column("error", Text, nullable=False, server_default=""),
+    Column("next_poll_at", UTCDateTime, nullable=True),
+    Column("poll_attempts", Integer, nullable=False, server_default=ZERO),
+    Column("poll_errors", Integer, nullable=False, server_default=ZERO),
+    Column("lease_owner", String(64), nullable=True),
+    Column("lease_until", UTCDateTime, nullable=True),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("completed_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+Index("ix_tasks_due", tasks.c.status, tasks.c.next_poll_at)
+Index("ix_tasks_user", tasks.c.user_id, tasks.c.created_at)

@@ -451,6 +451,44 @@ def upgrade() -> None:
     sa.UniqueConstraint('request_id', name=op.f('uq_referral_commissions_request_id'))
     )
     op.create_index('ix_referral_commissions_referrer', 'referral_commissions', ['referrer_id', 'id'], unique=False)
+    op.create_table('tasks',
+    sa.Column('id', sa.String(length=64), nullable=False),
+    sa.Column('user_id', sa.Integer(), nullable=False),
+    sa.Column('api_key_id', sa.Integer(), nullable=True),
+    sa.Column('family', sa.String(length=16), nullable=False),
+    sa.Column('kind', sa.String(length=16), nullable=False),
+    sa.Column('user_channel_id', sa.Integer(), nullable=True),
+    sa.Column('channel_id', sa.Integer(), nullable=True),
+    sa.Column('config_id', sa.Integer(), nullable=True),
+    sa.Column('model_name', sa.String(length=200), nullable=False),
+    sa.Column('upstream_task_id', sa.String(length=255), server_default='', nullable=False),
+    sa.Column('status_path', sa.Text(), server_default=sa.text("''"), nullable=False),
+    sa.Column('status', sa.String(length=32), nullable=False),
+    sa.Column('upstream_status', sa.String(length=64), server_default='', nullable=False),
+    sa.Column('progress', sa.Integer(), nullable=True),
+    sa.Column('cost_nanos', sa.BigInteger(), server_default=sa.text('0'), nullable=False),
+    sa.Column('charged_nanos', sa.BigInteger(), server_default=sa.text('0'), nullable=False),
+    sa.Column('refunded_nanos', sa.BigInteger(), server_default=sa.text('0'), nullable=False),
+    sa.Column('subscription_nanos', sa.BigInteger(), server_default=sa.text('0'), nullable=False),
+    sa.Column('billing_state', sa.String(length=16), server_default='held', nullable=False),
+    sa.Column('request', gateway.store.types.JSONText(), nullable=True),
+    sa.Column('first_response', gateway.store.types.JSONText(), nullable=True),
+    sa.Column('last_response', gateway.store.types.JSONText(), nullable=True),
+    sa.Column('error', sa.Text(), server_default=sa.text("''"), nullable=False),
+    sa.Column('next_poll_at', gateway.store.types.UTCDateTime(), nullable=True),
+    sa.Column('poll_attempts', sa.Integer(), server_default=sa.text('0'), nullable=False),
+    sa.Column('poll_errors', sa.Integer(), server_default=sa.text('0'), nullable=False),
+    sa.Column('lease_owner', sa.String(length=64), nullable=True),
+    sa.Column('lease_until', gateway.store.types.UTCDateTime(), nullable=True),
+    sa.Column('expires_at', gateway.store.types.UTCDateTime(), nullable=False),
+    sa.Column('completed_at', gateway.store.types.UTCDateTime(), nullable=True),
+    sa.Column('created_at', gateway.store.types.UTCDateTime(), nullable=False),
+    sa.Column('updated_at', gateway.store.types.UTCDateTime(), nullable=False),
+    sa.ForeignKeyConstraint(['user_id'], ['users.id'], name=op.f('fk_tasks_user_id_users'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_tasks'))
+    )
+    op.create_index('ix_tasks_due', 'tasks', ['status', 'next_poll_at'], unique=False)
+    op.create_index('ix_tasks_user', 'tasks', ['user_id', 'created_at'], unique=False)
     op.create_table('user_channel_access',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('user_channel_id', sa.Integer(), nullable=False),
@@ -498,6 +536,9 @@ def downgrade() -> None:
     op.drop_index('ix_user_subscriptions_user', table_name='user_subscriptions')
     op.drop_table('user_subscriptions')
     op.drop_table('user_channel_access')
+    op.drop_index('ix_tasks_user', table_name='tasks')
+    op.drop_index('ix_tasks_due', table_name='tasks')
+    op.drop_table('tasks')
     op.drop_index('ix_referral_commissions_referrer', table_name='referral_commissions')
     op.drop_table('referral_commissions')
     op.drop_table('redeem_uses')

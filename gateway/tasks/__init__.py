@@ -1,0 +1,1 @@
+"""Async task families (video, compatible): submit, poll, bill, refund exactly once."""
