@@ -63,6 +63,18 @@ def open_fds(pid: int) -> int | None:
         return None
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds a process has used (from /proc), None when unreadable."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pinned(command: list[str], cpu: str | None) -> list[str]:
     if cpu is not None and shutil.which("taskset"):
         return ["taskset", "-c", cpu, *command]
@@ -109,9 +121,18 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
     for concurrency in (1, 32):
         print(f"  [{target}] non-stream, concurrency {concurrency}, {args.duration}s",
               flush=True)
+        watched_cpu = pid if pid is not None else upstream_pid
+        cpu_before = cpu_seconds(watched_cpu)
         r = await closed_loop(host, port, req(models["json"], False), concurrency,
                               args.duration)
+        cpu_after = cpu_seconds(watched_cpu)
+        cpu_ms = (None if cpu_before is None or cpu_after is None or not r.requests
+                  else (cpu_after - cpu_before) * 1000 / r.requests)
         out[f"json_c{concurrency}"] = {
+            # CPU the measured process spent per answered request: unlike req/s this does
+            # not move when other processes steal the core, so it gives the one-core ceiling
+            "cpu_ms_per_req": None if cpu_ms is None else round(cpu_ms, 3),
+            "req_per_cpu_s": None if not cpu_ms else round(1000 / cpu_ms, 1),
             "requests": r.requests, "errors": r.errors, "req_per_s": round(r.rate, 1),
             "p50_ms": ms(percentile(r.latencies, 50)), "p99_ms": ms(percentile(r.latencies, 99)),
             "statuses": r.statuses, "first_error": r.first_error}
@@ -192,7 +213,8 @@ def table(results: dict[str, Any]) -> str:
 
     for c in (1, 32):
         for key, label in (("req_per_s", "req/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),
-                           ("errors", "errors")):
+                           ("cpu_ms_per_req", "CPU ms/req"),
+                           ("req_per_cpu_s", "req per CPU-second"), ("errors", "errors")):
             row(f"non-stream c={c} {label}", f"json_c{c}", key)
     for key, label in (("completed", "completed"), ("ttfb_p50_ms", "TTFB p50 ms"),
                        ("ttfb_p99_ms", "TTFB p99 ms"), ("done_p50_ms", "done p50 ms"),

@@ -14,7 +14,7 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-from gateway import account_routes, errors, media_route
+from gateway import account_routes, errors, media_route, native_routes
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.media_route import MediaCall
@@ -70,24 +70,38 @@ ROUTES: dict[tuple[bytes, bytes], Handler] = {
     (b"GET", b"/v1/models"): _json(account_routes.models),
     (b"GET", b"/v1/balance"): _json(account_routes.key_balance),
     (b"GET", b"/v1/user/balance"): _json(account_routes.user_balance),
+    (b"POST", b"/v1/messages"): native_routes.messages_call,
 }
+
+#: (method, path prefix) -> handler, tried when no exact route matches (Google model actions)
+PREFIX_ROUTES: list[tuple[bytes, bytes, Handler]] = [
+    (b"POST", prefix, native_routes.model_action) for prefix in native_routes.MODEL_PREFIXES]
 
 
 class GatewayResource(Resource):
     isLeaf = True
 
     def __init__(self, ctx: GatewayContext, routes: dict[tuple[bytes, bytes], Handler] | None
-                 = None) -> None:
+                 = None, *, fallback: Callable[[bytes, bytes], Handler | None] | None = None
+                 ) -> None:
         super().__init__()
         self.ctx = ctx
         self.routes = dict(ROUTES)
         self.routes.update(routes or {})
+        #: paths with parameters (task ids): asked when the exact table has no entry
+        self.fallback = fallback
 
     def render(self, request: Any) -> Any:
         path = request.path.rstrip(b"/") or b"/"
         handler = self.routes.get((request.method, path))
+        if handler is None and self.fallback is not None:
+            handler = self.fallback(request.method, path)
         if handler is None:
-            write_error(request, errors.OPENAI, errors.not_found())
+            handler = next((h for method, prefix, h in PREFIX_ROUTES
+                            if request.method == method and path.startswith(prefix)), None)
+        if handler is None:
+            family = errors.family_for_path(path.decode("utf-8", "replace"))
+            write_error(request, family, errors.not_found())
             return NOT_DONE_YET
         d = ensureDeferred(handler(self.ctx, request))
         d.addErrback(lambda f: log.failure("gateway handler crashed", f))

@@ -36,6 +36,8 @@ from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
 from gateway.store import migrate
 from gateway.store.pool import DBRunner, make_engine
+from gateway.task_routes import TaskRoutes
+from gateway.tasks.poller import TaskPoller
 from tap.gateway_wiring import build_gateway
 from tap.root import build_root
 from tap.secrets import Secrets
@@ -55,6 +57,8 @@ class Lockgate:
     retention: LogRetention | None = None
     #: status monitor scheduler and channel probes (twisted services, started here)
     background: tuple[Any, ...] = ()
+    #: drives async tasks (video, compatible) to an end state; stopped on close
+    tasks: TaskPoller | None = None
 
     @classmethod
     def open(
@@ -101,7 +105,8 @@ class Lockgate:
                        else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
         )
         gateway = build_gateway(ctx)
-        resource = GatewayResource(gateway)
+        tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}")
+        resource = GatewayResource(gateway, fallback=TaskRoutes(tasks).match)
         root = build_root(ctx, {b"v1": resource, b"v1beta": resource})
         order_expiry = OrderExpiry(db, clock)
         order_expiry.start()
@@ -116,10 +121,14 @@ class Lockgate:
         )
         for service in background:
             service.startService()
+        tasks.start()
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
-                   order_expiry=order_expiry, retention=retention, background=background)
+                   order_expiry=order_expiry, retention=retention, background=background,
+                   tasks=tasks)
 
     async def _close_gateway(self) -> None:
+        if self.tasks is not None:
+            await self.tasks.stop()
         await self.gateway.settler.flush()
         await self.gateway.upstream.close()
 

@@ -26,7 +26,7 @@ def _mark_auto_disabled(conn: Connection, channel_id: int, reason: str, now: Any
 
 
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
-                  settle_interval: float = 0.005) -> GatewayContext:
+                  settle_interval: float = 0.02) -> GatewayContext:
     wallets = Wallets(ctx.db)
     settler = Settler(ctx.db, ctx.clock, wallets, batch_interval=settle_interval)
 

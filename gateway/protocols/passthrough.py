@@ -18,11 +18,16 @@ import orjson
 from gateway.billing.usage import Usage
 from gateway.protocols import bytescan
 from gateway.protocols.chat_stream import error_frames as chat_error_frames
+from gateway.protocols.errors import UpstreamFormatError
 from gateway.protocols.estimate import tokens_for_bytes
 from gateway.protocols.events import UpstreamEvent
+from gateway.protocols.google import decode_candidate
+from gateway.protocols.google import upstream_path as google_upstream_path
+from gateway.protocols.google_stream import error_frames as google_error_frames
+from gateway.protocols.messages_stream import error_frames as messages_error_frames
 from gateway.protocols.request import ClientRequest
 from gateway.protocols.responses_stream import error_frames as responses_error_frames
-from gateway.protocols.usage import extract_usage
+from gateway.protocols.usage import extract_usage, merge_usage_objects
 from gateway.sse import DONE, encode_event
 
 _MODEL_KEY = b'"model":'
@@ -278,3 +283,141 @@ class ResponsesPassthrough(_Passthrough):
             return []
         self._closed = True
         return responses_error_frames(message, type, code, self._sequence)
+
+
+_MESSAGES_TEXT = frozenset({"text_delta", "input_json_delta", "thinking_delta"})
+
+
+class MessagesPassthrough(_Passthrough):
+    """Messages client -> ``messages`` channel: usage from ``message_start`` + ``message_delta``,
+    the answer complete at ``message_stop``."""
+
+    path = b"/v1/messages"
+    protocol = "messages"
+
+    def __init__(self, request: ClientRequest, upstream_model: str) -> None:
+        super().__init__(request, upstream_model)
+        self._raw_usage: dict[str, Any] = {}
+
+    def _body_text(self, parsed: dict[str, Any]) -> int:
+        size = 0
+        for block in parsed.get("content") or ():
+            if isinstance(block, dict):
+                size += _size(block.get("text")) + _size(block.get("thinking"))
+                if isinstance(block.get("input"), dict):
+                    size += len(orjson.dumps(block["input"]))
+        return size
+
+    def _add_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._raw_usage = merge_usage_objects(self._raw_usage, usage)
+            found = extract_usage(self.protocol, self._raw_usage)
+            if found is not None:
+                self.usage = found
+
+    def stream_event(self, event: UpstreamEvent) -> list[bytes]:
+        data = event.data
+        if self._closed:
+            return []
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return [encode_event(data, event.event)]
+        if isinstance(payload, dict):
+            kind = payload.get("type")
+            if kind == "content_block_delta":
+                delta = payload.get("delta")
+                if isinstance(delta, dict) and delta.get("type") in _MESSAGES_TEXT:
+                    self._text_bytes += sum(_size(delta.get(k)) for k in (
+                        "text", "partial_json", "thinking"))
+                return [encode_event(data, event.event)]
+            if kind == "message_start":
+                message = payload.get("message")
+                if isinstance(message, dict):
+                    self._add_usage(message.get("usage"))
+                return [encode_event(self._swap_model(data), event.event)]
+            if kind == "message_delta":
+                self._add_usage(payload.get("usage"))
+            elif kind == "message_stop":
+                self._closed = True
+                self.completed = not self._failed
+            elif kind == "error":
+                self._failed = True
+                self._closed = True
+        return [encode_event(data, event.event)]
+
+    def finish(self) -> list[bytes]:
+        self._closed = True
+        return []
+
+    def error_frames(self, message: str, type: str, code: str | None) -> list[bytes]:
+        if self._closed:
+            return []
+        self._closed = True
+        return messages_error_frames(message, type)
+
+
+class GooglePassthrough(_Passthrough):
+    """Google client -> ``modelaction`` channel: the body goes verbatim (the model is in the
+    path), ``modelVersion`` becomes the client's model name, usage is the last
+    ``usageMetadata`` and the answer is complete once a chunk carries ``finishReason``."""
+
+    protocol = "modelaction"
+
+    def upstream_path(self) -> bytes:
+        return google_upstream_path(self.upstream_model, self.request.stream)
+
+    def upstream_body(self) -> bytes:
+        return self.request.raw
+
+    def _body_text(self, parsed: dict[str, Any]) -> int:
+        texts, calls, _reason = decode_candidate(parsed)
+        return sum(len(t.encode()) for t in texts) + sum(len(orjson.dumps(c)) for c in calls)
+
+    def response(self, status: int, body: bytes) -> bytes:
+        answer = super().response(status, body)
+        try:
+            parsed = orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            return answer
+        if isinstance(parsed, dict) and "modelVersion" in parsed:
+            parsed["modelVersion"] = self.request.model
+            return orjson.dumps(parsed)
+        return answer
+
+    def stream_event(self, event: UpstreamEvent) -> list[bytes]:
+        if self._closed:
+            return []
+        try:
+            chunk = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            return [encode_event(event.data, event.event)]
+        if not isinstance(chunk, dict):
+            return [encode_event(event.data, event.event)]
+        if "error" in chunk:
+            self._failed = True
+            self._closed = True
+            return [encode_event(event.data, event.event)]
+        try:
+            self._text_bytes += self._body_text(chunk)
+            _texts, _calls, reason = decode_candidate(chunk)
+        except (AttributeError, TypeError, UpstreamFormatError):
+            reason = None
+        found = extract_usage(self.protocol, chunk) if "usageMetadata" in chunk else None
+        if found is not None:
+            self.usage = found
+        if reason is not None:
+            self.completed = True
+        if "modelVersion" in chunk:
+            chunk["modelVersion"] = self.request.model
+        return [encode_event(orjson.dumps(chunk), event.event)]
+
+    def finish(self) -> list[bytes]:
+        self._closed = True
+        return []
+
+    def error_frames(self, message: str, type: str, code: str | None) -> list[bytes]:
+        if self._closed:
+            return []
+        self._closed = True
+        return google_error_frames(message)

@@ -21,26 +21,31 @@ Pairs served: (chat, compat), (completions, compat), (responses, responses) pass
 only ``model`` swapped (streams to compat channels also ask for ``include_usage``);
 (chat, responses), (responses, compat) and (completions, responses) convert both ways,
 streams included; ``stream_event`` may raise ``UpstreamFormatError`` on an unreadable event of
-a converted stream.  Any other pair answers 400 ``unsupported upstream protocol`` until its
-formats are added to the tables below (Messages and Google families: one ``ClientFormat`` +
-one ``UpstreamFormat`` each).
+a converted stream.  The Messages (``messages``) and Google (``google``) client families pass
+through to ``messages`` / ``modelaction`` channels and convert to and from every other text
+channel type, streams included.  Any other pair answers 400 ``unsupported upstream protocol``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from gateway.billing.usage import Usage
 from gateway.channel_types import normalise_channel_type
-from gateway.protocols import chat, completions, responses
+from gateway.protocols import chat, completions, google, messages, responses
 from gateway.protocols.chat_stream import ChatStreamDecoder, ChatStreamEncoder
 from gateway.protocols.convert import ClientFormat, ConvertingTranslator, UpstreamFormat
 from gateway.protocols.errors import ProtocolError
 from gateway.protocols.events import UpstreamEvent
+from gateway.protocols.google_stream import GoogleStreamDecoder, GoogleStreamEncoder
+from gateway.protocols.messages_stream import MessagesStreamDecoder, MessagesStreamEncoder
 from gateway.protocols.passthrough import (
     ChatPassthrough,
     CompletionsPassthrough,
+    GooglePassthrough,
+    MessagesPassthrough,
     ResponsesPassthrough,
 )
 from gateway.protocols.request import ClientRequest
@@ -83,6 +88,15 @@ CLIENT_FORMATS: dict[str, ClientFormat] = {
         decode_request=responses.to_conversation,
         encode_reply=responses.encode_reply,
         stream_encoder=lambda request: ResponsesStreamEncoder(request.model, request.body)),
+    "messages": ClientFormat(
+        decode_request=messages.to_conversation,
+        encode_reply=messages.encode_reply,
+        stream_encoder=lambda request: MessagesStreamEncoder(request.model)),
+    # the stream flag of a Google request is in its path: see make_translator
+    "google": ClientFormat(
+        decode_request=google.to_conversation,
+        encode_reply=google.encode_reply,
+        stream_encoder=lambda request: GoogleStreamEncoder(request.model)),
 }
 
 UPSTREAM_FORMATS: dict[str, UpstreamFormat] = {
@@ -90,13 +104,28 @@ UPSTREAM_FORMATS: dict[str, UpstreamFormat] = {
                              chat.decode_reply, ChatStreamDecoder),
     "responses": UpstreamFormat(b"/v1/responses", responses.from_conversation,
                                 responses.decode_reply, ResponsesStreamDecoder),
+    "messages": UpstreamFormat(b"/v1/messages", messages.from_conversation,
+                               messages.decode_reply, MessagesStreamDecoder),
+    # the path depends on the model and the stream flag: see _GoogleUpstream
+    "modelaction": UpstreamFormat(b"", google.from_conversation, google.decode_reply,
+                                  GoogleStreamDecoder),
 }
 
 _PASSTHROUGH: dict[tuple[str, str], Callable[[ClientRequest, str], Translator]] = {
     ("chat", "compat"): ChatPassthrough,
     ("completions", "compat"): CompletionsPassthrough,
     ("responses", "responses"): ResponsesPassthrough,
+    ("messages", "messages"): MessagesPassthrough,
+    ("google", "modelaction"): GooglePassthrough,
 }
+
+
+class _GoogleUpstream(ConvertingTranslator):
+    """A conversion to a ``modelaction`` channel: the model and the stream flag are in the
+    upstream path, not the body."""
+
+    def upstream_path(self) -> bytes:
+        return google.upstream_path(self.upstream_model, self.request.stream)
 
 
 def make_translator(client_family: str, channel_protocol: str, request: ClientRequest,
@@ -114,4 +143,9 @@ def make_translator(client_family: str, channel_protocol: str, request: ClientRe
     upstream = UPSTREAM_FORMATS.get(channel)
     if client is None or upstream is None:
         raise ProtocolError(400, f"unsupported upstream protocol: {channel}", "invalid_request")
+    if client_family == "google":
+        client = replace(client, decode_request=lambda body: google.to_conversation(
+            body, stream=request.stream))
+    if channel == "modelaction":
+        return _GoogleUpstream(request, upstream_model, client, upstream)
     return ConvertingTranslator(request, upstream_model, client, upstream)

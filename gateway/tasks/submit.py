@@ -1,0 +1,229 @@
+"""Submitting an async task: price it, hold the price, call the upstream once, store the task.
+
+Order (gateway contract §13.4-§13.5, ours ⚑ where the origin differs): authenticate -> model ->
+first candidate (a task is never sent to a second channel: an upstream may have accepted a job
+whose answer we lost) -> channel type -> price (400 for a billing tier not offered, before any
+upstream call) -> hold the full price in the wallet (402, no upstream call) -> upstream POST ->
+on acceptance one transaction charges the price and stores the task (``store.create``).  Any
+exit before that settles through ``GatewayCall`` at zero cost, so a refused submit is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from twisted.logger import Logger
+
+from gateway import errors
+from gateway.auth import Caller
+from gateway.billing.cost import Cost
+from gateway.billing.wallet import PaymentRequired
+from gateway.call import GatewayCall, guard_url, upstream_header
+from gateway.catalog.snapshot import normalize_model_name
+from gateway.channel_types import normalise_channel_type
+from gateway.channels.http import BodyTooLarge, UpstreamError
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError
+from gateway.limits import UserChannelLimit
+from gateway.metering import Priced
+from gateway.request_io import read_body, write_json_bytes
+from gateway.tasks import bodies, store, views
+from gateway.tasks.pricing import task_cost
+from gateway.tasks.status import (
+    QUEUED,
+    REFUNDED,
+    SUCCEEDED,
+    normalise,
+    upstream_id,
+    upstream_status,
+)
+from gateway.upstream_url import join, json_headers
+
+log = Logger()
+MAX_ANSWER = 4 << 20
+#: how long a task may stay open before the poller expires (and refunds) it
+DEFAULT_TTL = 24 * 3600.0
+#: first poll this long after submission (the poller's interval is the usual value)
+FIRST_POLL = 5.0
+
+
+@dataclass(frozen=True)
+class TaskRoute:
+    """One create route: ``family`` video (task record answer) or compat (envelope answer)."""
+
+    family: str
+    kind: str
+    path: str
+
+
+def new_task_id() -> str:
+    return "vtask_" + secrets.token_hex(16)
+
+
+class TaskCall(GatewayCall):
+    """POST of a task family route."""
+
+    def __init__(self, ctx: GatewayContext, request: Any, route: TaskRoute, *,
+                 ttl: float = DEFAULT_TTL, first_poll: float = FIRST_POLL,
+                 parent_id: str | None = None) -> None:
+        super().__init__(ctx, request, route.path)
+        self.route = route
+        self.ttl = ttl
+        self.first_poll = first_poll
+        self.parent_id = parent_id
+        self.stored = False
+
+    async def _serve(self) -> None:
+        caller = await self._caller()
+        body = self._body()
+        model = body.get("model") or body.get("model_name") or body.get("modelName")
+        if not isinstance(model, str) or not model.strip():
+            raise errors.model_not_specified()
+        model = normalize_model_name(model)
+        self._check_model(caller, model)
+        priced = (await self._plan(caller, model))[0]
+        channel = priced.candidate.channel
+        channel_type = normalise_channel_type(channel.type)
+        if channel_type not in bodies.VIDEO_TYPES:
+            raise errors.unsupported_upstream(
+                "Video generation is only supported for video upstream channels")
+        cost, usage = task_cost(priced, body)
+        await self._hold(caller, priced, cost.cost_nanos)
+        self.log.priced, self.log.usage = priced, usage
+        upstream_model = priced.candidate.upstream_model
+        path = self.route.path
+        if self.parent_id is not None:
+            parent = await self.ctx.db.transaction(store.load, self.parent_id, caller.user.id)
+            parent_up = (parent["upstream_task_id"] if parent else "") or self.parent_id
+            body = {**body, "parent_task_id": parent_up}
+            path = f"/v1/videos/{bodies.segment(parent_up)}/remix"
+        if self.route.family == "video":
+            path, up_body, status_prefix = bodies.video_family(channel_type, body,
+                                                               upstream_model)
+        else:
+            path, up_body, status_prefix = bodies.compat_video(channel_type, path, body,
+                                                               upstream_model)
+        answer = await self._submit(channel, channel_type, path, up_body)
+        await self._store(caller, priced, cost, model, body, answer, status_prefix)
+
+    def _body(self) -> dict[str, Any]:
+        raw = read_body(self.request, self.ctx.max_body_bytes)
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise errors.invalid_body() from None
+        if not isinstance(body, dict):
+            raise errors.invalid_body()
+        return body
+
+    async def _hold(self, caller: Caller, priced: Priced, amount: int) -> None:
+        self.resolved = True
+        try:
+            self.reservation = await self.ctx.wallets.reserve(
+                self.log.request_id, caller.user.id, caller.key_id, amount,
+                jwt=caller.key is None)
+        except PaymentRequired as exc:
+            raise GatewayError(402, str(exc), type="insufficient_quota",
+                               code="insufficient_quota") from None
+        primary = priced.candidate.user_channel
+        verdict = await self.ctx.limiter.check_user_channel(caller.user.id, UserChannelLimit(
+            primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
+            primary.rate_limit_burst))
+        self.extra_headers.update(verdict.headers)
+        if verdict.error is not None:
+            raise verdict.error
+
+    async def _submit(self, channel: Any, channel_type: str, path: str,
+                      body: dict[str, Any]) -> Any:
+        url = join(channel.base_url, path)
+        guard_url(self.ctx, url)
+        self._pending = self.ctx.upstream.request(
+            b"POST", url, json_headers(channel_type, channel.api_key), orjson.dumps(body),
+            first_byte_timeout=self.ctx.timeouts.first_byte)
+        try:
+            response = await self._pending
+        except UpstreamError as exc:
+            self.ctx.health.record_failure(channel.id, str(exc), None)
+            raise errors.upstream_failed() from None
+        finally:
+            self._pending = None
+        self._response = response
+        try:
+            raw = await response.read_all(MAX_ANSWER, idle_timeout=self.ctx.timeouts.stream_idle)
+        except (UpstreamError, BodyTooLarge):
+            if response.code >= 400:
+                raise errors.from_upstream(response.code) from None
+            raise errors.upstream_read_failed() from None
+        if response.code >= 400:
+            self.ctx.health.record_failure(channel.id, f"HTTP {response.code}", response.code)
+            raise errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+        self.ctx.health.record_success(channel.id)
+        content_type = (response.header(b"content-type") or b"").lower()
+        if content_type.startswith(b"text/event-stream"):
+            raise errors.unsupported_stream()
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise errors.upstream_failed() from None
+
+    async def _store(self, caller: Caller, priced: Priced, cost: Cost, model: str,
+                     body: dict[str, Any], answer: Any, status_prefix: str) -> None:
+        ctx = self.ctx
+        task_id = new_task_id()
+        found = upstream_id(answer)
+        raw_status = upstream_status(answer)
+        # no upstream id: the answer is the result itself; nothing to poll
+        status = normalise(raw_status) if raw_status else (QUEUED if found else SUCCEEDED)
+        now = ctx.now()
+        candidate = priced.candidate
+        task = {
+            "id": task_id, "user_id": caller.user.id, "api_key_id": caller.key_id,
+            "family": self.route.family, "kind": self.route.kind,
+            "user_channel_id": candidate.user_channel.id, "channel_id": candidate.channel.id,
+            "config_id": candidate.config.id, "model_name": model,
+            "upstream_task_id": found or "",
+            "status_path": status_prefix + bodies.segment(found) if found else "",
+            "status": status, "upstream_status": (raw_status or "")[:64],
+            "cost_nanos": cost.cost_nanos, "request": body, "first_response": answer,
+            "last_response": answer,
+            "next_poll_at": now + timedelta(seconds=self.first_poll),
+            "expires_at": now + timedelta(seconds=self.ttl),
+        }
+        self.log.delivered = True
+        self.log.first_byte_at = ctx.clock.seconds()
+        record = replace(self.log.record(ctx.clock.seconds(), now), request_id=task_id,
+                         cost=cost)
+        reservation, self.reservation = self.reservation, None
+        token = ctx.wallets.settling(reservation, caller.user.id, record.api_key_id,
+                                     cost.cost_nanos)
+        try:
+            result = await ctx.db.transaction(store.create, task, record.row(), now)
+        except Exception:
+            ctx.wallets.settled(token)
+            log.failure("storing task {id} failed (upstream id {up})", id=task_id, up=found)
+            raise errors.internal("Failed to save task") from None
+        self.stored = True
+        ctx.wallets.settled(token, result["balance_after_nanos"], result["spent_after_nanos"],
+                            result["quota_nanos"])
+        if status in REFUNDED:
+            ctx.wallets.forget_user(caller.user.id)
+            if caller.key_id is not None:
+                ctx.wallets.forget_key(caller.key_id)
+        row = await ctx.db.transaction(store.load, task_id)
+        assert row is not None
+        if self.route.family == "video":
+            payload = views.video_record(row)
+        else:
+            payload = {"code": 200, "data": [{"status": "submitted", "task_id": task_id}]}
+        write_json_bytes(self.request, 200, orjson.dumps(payload))
+
+    def _settle(self) -> None:
+        if self.stored:
+            return  # charged in the task's own transaction
+        with contextlib.suppress(Exception):
+            super()._settle()
