@@ -49,6 +49,7 @@ from console.routes.updates import UpdateRoutes
 from console.routes.user_channels import UserChannelRoutes
 from console.routes.user_logs import UserLogRoutes
 from console.routes.user_stats import UserStatsRoutes
+from console.routes.user_subscriptions import PurchasablePlanRoutes, UserSubscriptionRoutes
 from console.static import JsonNotFound
 
 #: (mount path, route group factory)
@@ -58,6 +59,8 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/user/redeem-code", RedeemRoutes),
     ("api/redeem-codes", RedeemCodeRoutes),
     ("api/subscription-plans", SubscriptionPlanRoutes),
+    ("api/user/subscription", UserSubscriptionRoutes),
+    ("api/user/subscription-plans", PurchasablePlanRoutes),
     ("api/user/referral", ReferralRoutes),
     ("api/groups", GroupRoutes),
     ("api/users", AdminUserRoutes),

@@ -27,9 +27,16 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred, DeferredList, DeferredSemaphore, ensureDeferred
+from twisted.internet.defer import (
+    CancelledError,
+    Deferred,
+    DeferredList,
+    DeferredSemaphore,
+    ensureDeferred,
+)
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from gateway.invalidation import CATALOG
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
@@ -73,6 +80,12 @@ def record_probe(conn: Connection, channel: dict[str, Any], healthy: bool, recov
     return recover and result.rowcount == 1
 
 
+def _log_unless_cancelled(failure: Failure, message: str) -> None:
+    """A round cancelled by ``stopService`` is not an error."""
+    if not failure.check(CancelledError):
+        log.failure(message, failure)
+
+
 class ChannelProbe(Service):
     def __init__(self, reactor: Any, clock: Any, db: Any, state: Any, invalidation: Any,
                  settings: Callable[[], Any], *, concurrency: int = 4,
@@ -108,6 +121,8 @@ class ChannelProbe(Service):
             self._loop.stop()
         for probe in list(self._probes):
             probe.cancel()
+        if self._running is not None:
+            self._running.cancel()
         return None
 
     def tick(self) -> Deferred[None] | None:
@@ -127,7 +142,7 @@ class ChannelProbe(Service):
         round_: Deferred[None] = ensureDeferred(
             self._round(settings, detect, recover, interval))
         self._running = round_
-        round_.addErrback(lambda f: log.failure("channel probe round failed", f))
+        round_.addErrback(_log_unless_cancelled, "channel probe round failed")
 
         def done(result: Any) -> Any:
             self._running = None

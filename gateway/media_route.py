@@ -29,6 +29,7 @@ from gateway.protocols.estimate import estimate_tokens, tokens_for_bytes
 from gateway.protocols.usage import extract_usage
 from gateway.relay import BytesRelay, StreamWriter
 from gateway.request_io import read_body, write_json_bytes
+from gateway.tasks.images import store_image_task, task_answer
 from gateway.upstream_url import auth_headers, join, relayable_headers
 
 MAX_ANSWER = 64 << 20
@@ -112,6 +113,8 @@ class MediaCall(GatewayCall):
         self.route = route
         self.fields: dict[str, Any] = {}
         self.upload_bytes = 0
+        #: the upstream answered with a task: charged in the task's own transaction
+        self.task_stored = False
 
     async def _serve(self) -> None:
         caller = await self._caller()
@@ -216,8 +219,18 @@ class MediaCall(GatewayCall):
         self.log.usage = usage or self._estimate(answer)
         self.log.delivered = True
         self.log.first_byte_at = self.ctx.clock.seconds()
+        task = task_answer(answer) if self.route.path == "/v1/images/generations" else None
+        if task is not None:
+            created = await store_image_task(self, self.fields, task, self.log.usage)
+            self.task_stored = True
+            write_json_bytes(self.request, 200, created)
+            return
         write_json_bytes(self.request, response.code, answer,
                          [h for h in relayable_headers(response.headers)])
+
+    def _settle(self) -> None:
+        if not self.task_stored:
+            super()._settle()
 
     async def _stream(self, response: UpstreamResponse) -> None:
         writer = StreamWriter(self.request, self.ctx.clock, heartbeat_interval=None)

@@ -49,6 +49,12 @@ TICK_SECONDS = 10.0
 CLAIM_KEY = "lockgate:status-monitors:tick"
 
 
+def _log_unless_cancelled(failure: Failure, message: str) -> None:
+    """A round cancelled by ``stopService`` is not an error."""
+    if not failure.check(CancelledError):
+        log.failure(message, failure)
+
+
 @dataclass(frozen=True)
 class CheckOutcome:
     status: str
@@ -216,6 +222,8 @@ class MonitorScheduler(Service):
             self._loop.stop()
         for check in list(self._checks):
             check.cancel()
+        if self._running is not None:
+            self._running.cancel()
         return None
 
     def tick(self) -> Deferred[None] | None:
@@ -224,7 +232,7 @@ class MonitorScheduler(Service):
             return None
         round_: Deferred[None] = ensureDeferred(self._round())
         self._running = round_
-        round_.addErrback(lambda f: log.failure("status monitor round failed", f))
+        round_.addErrback(_log_unless_cancelled, "status monitor round failed")
 
         def done(result: Any) -> Any:
             self._running = None

@@ -23,6 +23,7 @@ from gateway.errors import GatewayError
 from gateway.limits import global_identity
 from gateway.request_io import write_error, write_json_bytes
 from gateway.tasks import store, views
+from gateway.tasks.bodies import ARTJOB_ACTIONS
 from gateway.tasks.poller import TaskPoller
 from gateway.tasks.status import TERMINAL
 from gateway.tasks.submit import DEFAULT_TTL, FIRST_POLL, TaskCall, TaskRoute
@@ -34,12 +35,15 @@ VIDEO_PREFIXES = ("/v1/video/generations", "/v1/videos/image2video", "/v1/video/
                   "/v1/videos/tasks")
 #: compatible create routes (kind video) with an exact path
 COMPAT_CREATE = ("/v1/videos/generations", "/v1/clipgen2/private-avatar")
+ARTJOB_CREATE = ("/v1/artjob/generations", "/v1/artjob/generations/imagine")
 #: query prefix -> projection
 COMPAT_QUERIES = {"/v1/videos/generations/": "wrapped", "/v1/tasks/": "wrapped",
-                  "/v1/images/generations/": "image"}
+                  "/v1/images/generations/": "image", "/v1/artjob/": "artjob"}
 
 
 class TaskRoutes:
+    """The ``fallback`` matcher of ``GatewayResource`` for every task route."""
+
     def __init__(self, poller: TaskPoller | None = None) -> None:
         #: also the source of the task lifetime and first-poll delay (read per submission)
         self.poller = poller
@@ -51,6 +55,10 @@ class TaskRoutes:
                 return self._create(TaskRoute("video", "video", path))
             if path in COMPAT_CREATE:
                 return self._create(TaskRoute("compat", "video", path))
+            if path in ARTJOB_CREATE or (
+                    path.startswith(ARTJOB_CREATE[0] + "/")
+                    and path[len(ARTJOB_CREATE[0]) + 1:] in ARTJOB_ACTIONS):
+                return self._create(TaskRoute("compat", "artjob", path, "artjob"))
             if path.startswith("/v1/videos/") and path.endswith("/remix"):
                 parent = unquote(path[len("/v1/videos/"):-len("/remix")])
                 if parent and "/" not in parent:
@@ -112,6 +120,8 @@ class TaskRoutes:
         if view == "video":
             return views.video_record(row)
         data = views.compat_data(row)
+        if view == "artjob":
+            return views.artjob_view(row)
         if view == "image":
             images = data.get("result", {}).get("images") or []
             urls = [u for item in images for u in (item.get("url") or [])]

@@ -23,7 +23,7 @@ from gateway.catalog.key_cache import KeyCache
 from gateway.channel_probe import ChannelProbe
 from gateway.client_ip import ClientAddress, parse_networks
 from gateway.context import GatewayContext
-from gateway.invalidation import Invalidation
+from gateway.invalidation import USERS, Invalidation
 from gateway.keys import KeyHasher
 from gateway.monitors import MonitorRunner, MonitorScheduler
 from gateway.order_expiry import OrderExpiry
@@ -105,7 +105,9 @@ class Lockgate:
                        else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
         )
         gateway = build_gateway(ctx)
-        tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}")
+        tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}",
+                           announce_user=lambda user_id: invalidation.announce(
+                               USERS, str(user_id).encode()))
         resource = GatewayResource(gateway, fallback=TaskRoutes(tasks).match)
         root = build_root(ctx, {b"v1": resource, b"v1beta": resource})
         order_expiry = OrderExpiry(db, clock)

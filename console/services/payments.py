@@ -9,6 +9,10 @@ one ``legacy`` channel is built from the flat ``payment_*`` keys.  Each channel 
 back to its flat setting.  Implemented providers: ``yipay`` (EPay protocol, alias ``epay``) and
 ``stripe`` (Checkout); channels of other providers are not offered.
 
+An order may buy a subscription plan (``subscription_plan_id``): its amount is the plan's price
+(a given ``amount`` must equal it) and, once paid, the plan is granted instead of a wallet
+credit (``gateway.store.plan_purchase``).
+
 An order is stored only once its pay URL exists (contract §7 weakness 21): when the provider
 cannot open a payment, the order is stored as ``failed`` with the reason and the caller gets a
 502, so no orphan ``pending`` order is ever left behind.
@@ -27,7 +31,7 @@ from twisted.logger import Logger
 from console.http import ApiError, bad_request
 from console.services import epay, stripe
 from console.user_view import timestamp
-from console.validation import Body
+from console.validation import MISSING, Body
 from gateway.billing.money import (
     AmountError,
     format_decimal,
@@ -39,7 +43,7 @@ from gateway.invalidation import USERS
 from gateway.settings.catalog_derived import derived
 from gateway.settings.catalog_payment import STRIPE_API_URL
 from gateway.settings.store import Settings
-from gateway.store import orders
+from gateway.store import orders, plan_purchase
 
 log = Logger()
 
@@ -202,6 +206,7 @@ def order_view(row: dict[str, Any], *, with_url: bool) -> dict[str, Any]:
         "created_at": timestamp(row["created_at"]),
         "expires_at": timestamp(row["expires_at"]),
         "paid_at": timestamp(row["paid_at"]),
+        "subscription_plan_id": row.get("subscription_plan_id"),
     }
     if with_url:
         view["payment_url"] = row["payment_url"]
@@ -257,6 +262,24 @@ class PaymentService:
             raise bad_request("Recharge amount is below the minimum", field="amount")
         return amount
 
+    async def _plan_price(self, user: dict[str, Any], body: Body, plan_id: int) -> Decimal:
+        """A plan order costs the plan's price; a given ``amount`` must equal it."""
+        try:
+            plan = await self.ctx.db.transaction(
+                plan_purchase.plan_for_order, user["id"], plan_id, self.ctx.now())
+        except plan_purchase.PurchaseRefused as refused:
+            field = "subscription_plan_id" if refused.field else None
+            raise ApiError(refused.status, refused.message, field=field) from None
+        price = Decimal(format_nanos(plan["price_nanos"]))
+        if body.data.get("amount") not in (None, ""):
+            try:
+                given = parse_decimal(body.data.get("amount"))
+            except AmountError:
+                raise bad_request("Invalid recharge amount", field="amount") from None
+            if given != price:
+                raise bad_request("Amount does not match the plan price", field="amount")
+        return price
+
     def _rate(self) -> Decimal:
         try:
             rate = Decimal(self.ctx.settings.text("payment_usd_to_rmb_rate"))
@@ -278,7 +301,10 @@ class PaymentService:
                               "are required")
         if channel.provider == stripe.PROVIDER and not channel.value("stripe_secret_key"):
             raise bad_request("Payment provider is not configured: secret key is required")
-        amount = self._amounts(body)
+        plan_id = body.integer("subscription_plan_id")
+        plan_id = None if plan_id is MISSING else int(plan_id)
+        amount = self._amounts(body) if plan_id is None else await self._plan_price(
+            user, body, plan_id)
         matched = [m for m in channel.methods if m.lower() == method.lower()]
         if not matched:
             raise bad_request("Payment method is not enabled", field="method")
@@ -294,6 +320,7 @@ class PaymentService:
             "gateway_amount_nanos": to_nanos(charge), "currency": channel.currency,
             "method": matched[0], "provider": channel.provider, "channel_id": channel.id,
             "status": orders.PENDING, "expires_at": now + timedelta(minutes=ttl),
+            "subscription_plan_id": plan_id,
             "created_at": now, "updated_at": now,
         }
         base = (self.ctx.settings.text("base_url").strip() or site_base).rstrip("/")

@@ -18,9 +18,10 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 from twisted.application.service import Service
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from console.context import ConsoleContext
 from console.http import ApiError
@@ -58,6 +59,12 @@ def is_due(channel: dict[str, Any], now: datetime) -> bool:
     return fires is not None and fires <= now
 
 
+def _log_unless_cancelled(failure: Failure, message: str) -> None:
+    """A round cancelled by ``stopService`` is not an error."""
+    if not failure.check(CancelledError):
+        log.failure(message, failure)
+
+
 class PriceSyncScheduler(Service):
     def __init__(self, ctx: ConsoleContext, *, tick_seconds: float = TICK_SECONDS) -> None:
         self._ctx = ctx
@@ -86,7 +93,7 @@ class PriceSyncScheduler(Service):
             return None
         round_: Deferred[None] = ensureDeferred(self._round())
         self._running = round_
-        round_.addErrback(lambda f: log.failure("scheduled price sync failed", f))
+        round_.addErrback(_log_unless_cancelled, "scheduled price sync failed")
 
         def done(result: Any) -> Any:
             self._running = None

@@ -176,11 +176,20 @@ def to_conversation(body: dict[str, Any], stream: bool = False) -> Conversation:
 
 
 def _response_text(response: Any) -> str:
-    """A function response as the text other formats carry (its ``result`` when that is all)."""
+    """A function response as the text other formats carry: its ``result`` when that is all
+    (and would not read back as a JSON object), else the response as JSON text."""
     if isinstance(response, dict) and set(response) == {"result"} \
-            and isinstance(response["result"], str):
+            and isinstance(response["result"], str) \
+            and not isinstance(_json_or_none(response["result"]), dict):
         return response["result"]
     return fields.json_text(response if response is not None else {})
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _tools(tools: Any) -> list[Tool]:
@@ -258,10 +267,7 @@ def _args(text: str) -> dict[str, Any]:
 
 
 def _response(text: str) -> dict[str, Any]:
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return {"result": text}
+    value = _json_or_none(text)
     return value if isinstance(value, dict) else {"result": text}
 
 

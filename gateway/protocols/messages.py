@@ -150,9 +150,8 @@ def _message_turns(message: dict[str, Any], where: str) -> list[Turn]:
 
 
 def _system_turn(system: Any) -> list[Turn]:
-    if system is None or system == "" or system == []:
-        return []
-    return [Turn("system", _block_parts(system, "system"))]
+    parts = _block_parts(system, "system")
+    return [Turn("system", parts)] if parts else []
 
 
 def to_conversation(body: dict[str, Any]) -> Conversation:

@@ -5,7 +5,9 @@ deliver the same notification many times, from several connections at once, whil
 closes old orders on another node.  Exactly one of those writers can move a pending order, and
 only the one that moved it to ``paid`` credits the wallet -- in the same transaction, with a
 ``topup`` ledger row whose ``(kind, ref=order_no)`` is unique, so a credit can never be applied
-twice even by a writer that skipped the status check.  On PostgreSQL the conditional UPDATE
+twice even by a writer that skipped the status check.  An order for a subscription plan
+(``subscription_plan_id``) grants the plan instead, in that same transaction
+(``plan_purchase.fulfil_order``).  On PostgreSQL the conditional UPDATE
 re-checks its WHERE after waiting for a concurrent writer's row lock; SQLite serialises writers
 with ``BEGIN IMMEDIATE``.
 
@@ -23,7 +25,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection
 
-from gateway.store import schema
+from gateway.store import plan_purchase, schema
 
 PENDING = "pending"
 PAID = "paid"
@@ -147,6 +149,11 @@ def apply_payment(conn: Connection, payment: Payment, now: datetime) -> Outcome:
             provider_ref=payment.provider_ref[:255], updated_at=now)).rowcount
     if moved != 1:
         return Outcome(CLOSED, row["user_id"], "changed concurrently")
+    if row["subscription_plan_id"] is not None:
+        plan_after = plan_purchase.fulfil_order(conn, row, now)
+        if plan_after is None:
+            return Outcome(NOT_FOUND)
+        return Outcome(CREDITED, row["user_id"], balance_after_nanos=plan_after)
     balance = conn.execute(
         select(u.c.balance_nanos).where(u.c.id == row["user_id"]).with_for_update()).scalar()
     if balance is None:

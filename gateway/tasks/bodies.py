@@ -11,9 +11,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from gateway.channel_types import COMPAT_VIDEO, IMGVIDEO
+from gateway.channel_types import ARTJOB, COMPAT_VIDEO, IMGVIDEO
 
 VIDEO_TYPES = (COMPAT_VIDEO, IMGVIDEO)
+ARTJOB_TYPES = (ARTJOB,)
+ARTJOB_STATUS = "/v1/artjob/"
+#: the 14 artjob actions of gateway contract §14 (besides ``generations`` and ``imagine``)
+ARTJOB_ACTIONS = frozenset({
+    "blend", "describe", "edits", "high-variation", "inpaint", "low-variation", "modal", "pan",
+    "reroll", "upscale", "variation", "video", "zoom", "remix"})
 _RATIOS = frozenset({"16:9", "9:16", "1:1", "4:3", "3:4", "21:9"})
 _NAMED_RATIOS = {"landscape": "16:9", "portrait": "9:16", "square": "1:1"}
 IMGVIDEO_PATH = "/v1/videos/image2video"
@@ -81,3 +87,8 @@ def compat_video(channel_type: str, path: str, body: dict[str, Any],
     if channel_type == IMGVIDEO:
         return IMGVIDEO_PATH, imgvideo_body(body, upstream_model), IMGVIDEO_PATH + "/"
     return path, {**body, "model": upstream_model}, "/v1/tasks/"
+
+
+def artjob(path: str, body: dict[str, Any], upstream_model: str) -> tuple[str, dict[str, Any], str]:
+    """(create path, upstream body, status path prefix) of an artjob task: the client's path."""
+    return path, {**body, "model": upstream_model}, ARTJOB_STATUS

@@ -14,6 +14,7 @@ last process stopped.  Upstream errors stay internal: the stored state is what c
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,11 +36,17 @@ MAX_STATUS_BODY = 4 << 20
 
 
 class TaskPoller:
+    """One per process; ``start``/``stop`` from ``tap/app.py`` (see the module docstring)."""
+
     def __init__(self, ctx: GatewayContext, *, node: str = "", interval: float = 5.0,
                  lease: float = 120.0, per_channel: int = 8, batch: int = 200,
                  max_backoff: float = 300.0, poll_timeout: float = 30.0,
-                 task_ttl: float = 24 * 3600.0) -> None:
+                 task_ttl: float = 24 * 3600.0,
+                 announce_user: Callable[[int], Awaitable[None]] | None = None) -> None:
         self.ctx = ctx
+        #: tells every node that a user's balance changed (a refund), so their wallet
+        #: caches reload it; without it only this node's cache is refreshed
+        self.announce_user = announce_user
         #: a task still open this long after submission is expired (and refunded)
         self.task_ttl = task_ttl
         self.node = (node or "node")[:40]
@@ -205,3 +212,8 @@ class TaskPoller:
             self.ctx.wallets.forget_user(done["user_id"])
             if done["api_key_id"] is not None:
                 self.ctx.wallets.forget_key(done["api_key_id"])
+            if self.announce_user is not None:
+                try:
+                    await self.announce_user(done["user_id"])
+                except Exception:
+                    log.failure("announcing the refund of task {id} failed", id=task["id"])

@@ -69,7 +69,8 @@ def claim_due(conn: Connection, owner: str, now: datetime, lease: float,
     due = and_(t.c.status.notin_(sorted(TERMINAL)), t.c.status_path != "",
                or_(t.c.next_poll_at <= now, t.c.expires_at <= now), free)
     ids = [r[0] for r in conn.execute(
-        select(t.c.id).where(due).order_by(t.c.next_poll_at).limit(limit))]
+        select(t.c.id).where(due).order_by(t.c.next_poll_at).limit(limit)
+        .with_for_update(skip_locked=True))]  # PostgreSQL: another node's claim is skipped
     if not ids:
         return []
     conn.execute(update(t).where(t.c.id.in_(ids), due).values(
@@ -143,7 +144,11 @@ def release(conn: Connection, task_id: str, owner: str, next_poll_at: datetime,
         poll_errors=errors_seen, poll_attempts=t.c.poll_attempts + 1, updated_at=now))
 
 
-def nudge(conn: Connection, task_id: str, now: datetime) -> None:
-    """Make an open task due now (a client asked about it)."""
-    conn.execute(update(t).where(t.c.id == task_id, t.c.status.notin_(sorted(TERMINAL)),
-                                 t.c.next_poll_at > now).values(next_poll_at=now))
+def nudge(conn: Connection, task_id: str, now: datetime, min_gap: float = 1.0) -> None:
+    """Make an open task due now (a client asked about it) -- but never while its polls are
+    backing off, nor within ``min_gap`` seconds of the last poll, so clients asking often
+    cannot turn into an upstream flood."""
+    conn.execute(update(t).where(
+        t.c.id == task_id, t.c.status.notin_(sorted(TERMINAL)), t.c.next_poll_at > now,
+        t.c.poll_errors == 0, t.c.updated_at <= now - timedelta(seconds=min_gap),
+    ).values(next_poll_at=now))

@@ -11,13 +11,10 @@ exit before that settles through ``GatewayCall`` at zero cost, so a refused subm
 from __future__ import annotations
 
 import contextlib
-import secrets
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from twisted.logger import Logger
 
 from gateway import errors
 from gateway.auth import Caller
@@ -33,18 +30,10 @@ from gateway.limits import UserChannelLimit
 from gateway.metering import Priced
 from gateway.request_io import read_body, write_json_bytes
 from gateway.tasks import bodies, store, views
+from gateway.tasks.create import NewTask, persist
 from gateway.tasks.pricing import task_cost
-from gateway.tasks.status import (
-    QUEUED,
-    REFUNDED,
-    SUCCEEDED,
-    normalise,
-    upstream_id,
-    upstream_status,
-)
 from gateway.upstream_url import join, json_headers
 
-log = Logger()
 MAX_ANSWER = 4 << 20
 #: how long a task may stay open before the poller expires (and refunds) it
 DEFAULT_TTL = 24 * 3600.0
@@ -59,10 +48,7 @@ class TaskRoute:
     family: str
     kind: str
     path: str
-
-
-def new_task_id() -> str:
-    return "vtask_" + secrets.token_hex(16)
+    default_model: str | None = None
 
 
 class TaskCall(GatewayCall):
@@ -81,7 +67,8 @@ class TaskCall(GatewayCall):
     async def _serve(self) -> None:
         caller = await self._caller()
         body = self._body()
-        model = body.get("model") or body.get("model_name") or body.get("modelName")
+        model = (body.get("model") or body.get("model_name") or body.get("modelName")
+                 or self.route.default_model)
         if not isinstance(model, str) or not model.strip():
             raise errors.model_not_specified()
         model = normalize_model_name(model)
@@ -89,7 +76,11 @@ class TaskCall(GatewayCall):
         priced = (await self._plan(caller, model))[0]
         channel = priced.candidate.channel
         channel_type = normalise_channel_type(channel.type)
-        if channel_type not in bodies.VIDEO_TYPES:
+        if self.route.kind == "artjob":
+            if channel_type not in bodies.ARTJOB_TYPES:
+                raise errors.unsupported_upstream(
+                    "Artjob generation is only supported for artjob upstream channels")
+        elif channel_type not in bodies.VIDEO_TYPES:
             raise errors.unsupported_upstream(
                 "Video generation is only supported for video upstream channels")
         cost, usage = task_cost(priced, body)
@@ -102,14 +93,16 @@ class TaskCall(GatewayCall):
             parent_up = (parent["upstream_task_id"] if parent else "") or self.parent_id
             body = {**body, "parent_task_id": parent_up}
             path = f"/v1/videos/{bodies.segment(parent_up)}/remix"
-        if self.route.family == "video":
+        if self.route.kind == "artjob":
+            path, up_body, status_prefix = bodies.artjob(path, body, upstream_model)
+        elif self.route.family == "video":
             path, up_body, status_prefix = bodies.video_family(channel_type, body,
                                                                upstream_model)
         else:
             path, up_body, status_prefix = bodies.compat_video(channel_type, path, body,
                                                                upstream_model)
         answer = await self._submit(channel, channel_type, path, up_body)
-        await self._store(caller, priced, cost, model, body, answer, status_prefix)
+        await self._store(priced, cost, model, body, answer, status_prefix)
 
     def _body(self) -> dict[str, Any]:
         raw = read_body(self.request, self.ctx.max_body_bytes)
@@ -171,55 +164,19 @@ class TaskCall(GatewayCall):
         except orjson.JSONDecodeError:
             raise errors.upstream_failed() from None
 
-    async def _store(self, caller: Caller, priced: Priced, cost: Cost, model: str,
-                     body: dict[str, Any], answer: Any, status_prefix: str) -> None:
-        ctx = self.ctx
-        task_id = new_task_id()
-        found = upstream_id(answer)
-        raw_status = upstream_status(answer)
-        # no upstream id: the answer is the result itself; nothing to poll
-        status = normalise(raw_status) if raw_status else (QUEUED if found else SUCCEEDED)
-        now = ctx.now()
-        candidate = priced.candidate
-        task = {
-            "id": task_id, "user_id": caller.user.id, "api_key_id": caller.key_id,
-            "family": self.route.family, "kind": self.route.kind,
-            "user_channel_id": candidate.user_channel.id, "channel_id": candidate.channel.id,
-            "config_id": candidate.config.id, "model_name": model,
-            "upstream_task_id": found or "",
-            "status_path": status_prefix + bodies.segment(found) if found else "",
-            "status": status, "upstream_status": (raw_status or "")[:64],
-            "cost_nanos": cost.cost_nanos, "request": body, "first_response": answer,
-            "last_response": answer,
-            "next_poll_at": now + timedelta(seconds=self.first_poll),
-            "expires_at": now + timedelta(seconds=self.ttl),
-        }
-        self.log.delivered = True
-        self.log.first_byte_at = ctx.clock.seconds()
-        record = replace(self.log.record(ctx.clock.seconds(), now), request_id=task_id,
-                         cost=cost)
-        reservation, self.reservation = self.reservation, None
-        token = ctx.wallets.settling(reservation, caller.user.id, record.api_key_id,
-                                     cost.cost_nanos)
-        try:
-            result = await ctx.db.transaction(store.create, task, record.row(), now)
-        except Exception:
-            ctx.wallets.settled(token)
-            log.failure("storing task {id} failed (upstream id {up})", id=task_id, up=found)
-            raise errors.internal("Failed to save task") from None
+    async def _store(self, priced: Priced, cost: Cost, model: str, body: dict[str, Any],
+                     answer: Any, status_prefix: str) -> None:
+        row = await persist(self, NewTask(
+            family=self.route.family, kind=self.route.kind, model=model, body=body,
+            answer=answer, status_prefix=status_prefix, priced=priced, cost=cost,
+            ttl=self.ttl, first_poll=self.first_poll))
         self.stored = True
-        ctx.wallets.settled(token, result["balance_after_nanos"], result["spent_after_nanos"],
-                            result["quota_nanos"])
-        if status in REFUNDED:
-            ctx.wallets.forget_user(caller.user.id)
-            if caller.key_id is not None:
-                ctx.wallets.forget_key(caller.key_id)
-        row = await ctx.db.transaction(store.load, task_id)
-        assert row is not None
         if self.route.family == "video":
             payload = views.video_record(row)
+        elif row["upstream_task_id"]:
+            payload = {"code": 200, "data": [{"status": "submitted", "task_id": row["id"]}]}
         else:
-            payload = {"code": 200, "data": [{"status": "submitted", "task_id": task_id}]}
+            payload = answer  # no task upstream: the answer is the result (billed, not polled)
         write_json_bytes(self.request, 200, orjson.dumps(payload))
 
     def _settle(self) -> None:

@@ -55,7 +55,7 @@ def video_record(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _result(body: Any) -> dict[str, Any] | None:
+def _result(body: Any, kind: str) -> dict[str, Any] | None:
     if not isinstance(body, dict):
         return None
     for source in (body, body.get("data")):
@@ -70,7 +70,8 @@ def _result(body: Any) -> dict[str, Any] | None:
         for item in data:
             if not isinstance(item, dict):
                 continue
-            video = item.get("video_url") or item.get("videoUrl")
+            video = item.get("video_url") or item.get("videoUrl") or (
+                item.get("url") if kind == "video" else None)
             image = item.get("url") or item.get("image_url") or item.get("imageUrl")
             if video:
                 videos.append({**item, "url": video})
@@ -102,7 +103,7 @@ def compat_data(row: dict[str, Any]) -> dict[str, Any]:
         "upstream_id": row["upstream_task_id"] or row["id"],
         "upstream_response": body if body is not None else {},
     }
-    result = _result(body)
+    result = _result(body, row["kind"])
     if result is not None:
         out["result"] = result
     if status in TERMINAL and row.get("completed_at") is not None:
@@ -111,4 +112,32 @@ def compat_data(row: dict[str, Any]) -> dict[str, Any]:
     error = error_of(body) or (row.get("error") or None)
     if error:
         out["error"] = error if isinstance(error, dict) else {"message": str(error)}
+    return out
+
+
+def artjob_view(row: dict[str, Any]) -> dict[str, Any]:
+    """``GET /v1/artjob/:id``: the task data flattened around the result's image URLs."""
+    data = compat_data(row)
+    result = data.get("result") or {}
+    urls: list[Any] = []
+    for item in result.get("images") or []:
+        if isinstance(item, dict):
+            found = item.get("url")
+            urls.extend(u for u in (found if isinstance(found, list) else [found]) if u)
+    out: dict[str, Any] = {
+        "id": data["id"], "task_id": data["task_id"], "status": data["status"],
+        "progress": data["progress"], "cost": data["cost"],
+        "credits_cost": data["credits_cost"], "image_urls": urls, "result": result,
+        "upstream_id": data["upstream_id"], "upstream_response": data["upstream_response"]}
+    if urls:
+        out["grid_image_url"] = urls[0]
+    body = row.get("last_response")
+    for source in (body, body.get("data") if isinstance(body, dict) else None):
+        if isinstance(source, dict):
+            buttons = source.get("buttons", source.get("actions"))
+            if isinstance(buttons, list):
+                out["buttons"] = buttons
+                break
+    if "error" in data:
+        out["error"] = data["error"]
     return out

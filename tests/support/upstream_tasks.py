@@ -12,7 +12,8 @@ Answer shapes: ``/v1/video/generations`` and ``/v1/videos/generations`` create a
 ``{"id", "status"}``; ``/v1/videos/image2video`` answers the provider shape
 ``{"code": 0, "request_id": "req-..", "data": {"task_id", "task_status"}}`` (the top-level
 ``request_id`` is *not* the task id).  Status paths: ``/v1/video/generations/<id>``,
-``/v1/videos/image2video/<id>``, ``/v1/tasks/<id>``.
+``/v1/videos/image2video/<id>``, ``/v1/tasks/<id>``, ``/v1/artjob/<id>`` (artjob and
+``/v1/images/generations`` tasks end with image URLs and ``buttons``).
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 DEFAULT_SCRIPT: tuple[tuple[float, str], ...] = ((0, "pending"), (10, "running"),
                                                  (30, "succeeded"))
-STATUS_PREFIXES = ("/v1/video/generations/", "/v1/videos/image2video/", "/v1/tasks/")
+STATUS_PREFIXES = ("/v1/video/generations/", "/v1/videos/image2video/", "/v1/tasks/",
+                   "/v1/artjob/")
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 @dataclass
 class UpstreamTask:
+    """One upstream job and the script its status follows (offsets from submission)."""
+
     id: str
     path: str
     body: dict[str, Any]
@@ -51,6 +55,8 @@ class UpstreamTask:
 
 @dataclass
 class Seen:
+    """One request as the fake received it."""
+
     method: str
     path: str
     headers: dict[str, str]
@@ -58,6 +64,8 @@ class Seen:
 
 
 class FakeTaskUpstream(Resource):
+    """The loopback task upstream (see the module docstring)."""
+
     isLeaf = True
 
     def __init__(self, clock: Any) -> None:
@@ -142,9 +150,12 @@ class FakeTaskUpstream(Resource):
         task.polls += 1
         status = task.status(self.clock.seconds())
         answer: dict[str, Any] = {"id": task.id, "status": status}
-        if status == "succeeded":
+        if status == "succeeded" and task.path.startswith(("/v1/artjob/", "/v1/images/")):
+            answer["data"] = [{"url": f"https://cdn.example/{task.id}.png"}]
+            answer["buttons"] = [{"label": "U1"}]
+        elif status == "succeeded":
             answer["data"] = [{"url": f"https://cdn.example/{task.id}.mp4"}]
-        elif status == "failed":
+        elif status in ("failed", "fail", "error"):
             answer["error"] = {"message": "generation failed"}
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)

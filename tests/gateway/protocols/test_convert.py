@@ -161,14 +161,14 @@ def test_unconvertible_requests_are_400(family, body, message):
 def test_unsupported_pairs_are_400():
     request = parse_client_request("chat", orjson.dumps({"model": "m", "messages": [
         {"role": "user", "content": "x"}]}))
-    for channel in ("messages", "modelaction", "imgvideo"):
+    for channel in ("imgvideo", "compat-video", "artjob"):
         with pytest.raises(ProtocolError) as caught:
             make_translator("chat", channel, request, "up")
         assert caught.value.message == f"unsupported upstream protocol: {channel}"
     completions = parse_client_request("completions", orjson.dumps({"model": "m",
                                                                     "prompt": "x"}))
     with pytest.raises(ProtocolError):
-        make_translator("completions", "messages", completions, "up")
+        make_translator("completions", "imgvideo", completions, "up")
 
 
 # -- answers -------------------------------------------------------------------------------

@@ -12,8 +12,9 @@ from tests.gateway.tasks.task_case import TaskTestCase, nanos
 
 class DurabilityTests(TaskTestCase):
     def second_node(self) -> Any:
-        """Another Lockgate process on the same database (its own poller, wallets, caches)."""
-        other = self.open_app(node_name="node-b")
+        """Another Lockgate process on the same database (its own poller, wallets, caches),
+        sharing this one's bus (as two nodes share Redis)."""
+        other = self.open_app(node_name="node-b", state=self.app.state)
         self.addCleanup(other.close)
         other.tasks.interval = self.interval
         return other
@@ -92,6 +93,19 @@ class DurabilityTests(TaskTestCase):
         assert await self.balance_nanos(self.user_id) == self.start_balance - nanos("0.3")
         await self.assert_reconciled()
 
+    async def test_a_refund_on_another_node_frees_the_money_here_at_once(self) -> None:
+        await self.provision_video(balance="0.3")
+        self.up.next_scripts = [((0, "pending"), (5, "failed"))]
+        assert (await self.submit()).status == 200
+        assert (await self.submit()).status == 402
+        await self.poller.stop()  # only the other node polls
+        other = self.second_node()
+        await self.drive(10, other.tasks)
+        assert await self.balance_nanos(self.user_id) == self.start_balance
+        again = await self.submit()  # served by this node, whose wallet cache was told
+        assert again.status == 200, again
+        await self.assert_reconciled()
+
     @staticmethod
     def _seconds(value: float) -> Any:
         from datetime import timedelta
@@ -119,3 +133,12 @@ class DurabilityTests(TaskTestCase):
         assert await self.balance_nanos(self.user_id) == (
             self.start_balance - total * nanos("0.3"))
         await self.assert_reconciled()
+
+
+class PostgresDurabilityTests(DurabilityTests):
+    """The same races on PostgreSQL, where two nodes really write at the same time."""
+
+    backend = "postgresql"
+
+    async def test_a_thousand_pending_tasks_drain_without_backlog(self) -> None:
+        """Covered on SQLite; the race tests are what PostgreSQL adds."""

@@ -181,3 +181,42 @@ class VideoTaskTests(TaskTestCase):
         await self.poller.idle()
         assert (await self.task_row(task_id))["status"] == "succeeded"
         await self.assert_reconciled()
+
+    async def test_refunded_money_is_spendable_again_at_once(self) -> None:
+        await self.provision_video(balance="0.3")
+        self.up.next_scripts = [((0, "pending"), (5, "failed"))]
+        assert (await self.submit()).status == 200
+        assert (await self.submit()).status == 402  # the whole balance is charged
+        await self.drive(10)
+        assert await self.key_spent() == 0  # the key's quota counter was given back too
+        again = await self.submit()
+        assert again.status == 200, again
+        assert await self.key_spent() == nanos("0.3")
+        assert await self.balance_nanos(self.user_id) == 0
+        await self.assert_reconciled()
+
+    async def key_spent(self) -> int:
+        from sqlalchemy import select
+
+        from gateway.store import schema
+        return await self.ctx.db.transaction(lambda conn: conn.execute(
+            select(schema.api_keys.c.spent_nanos).where(schema.api_keys.c.id == self.key_id)
+        ).scalar_one())
+
+    async def test_failed_polls_back_off_and_stay_internal(self) -> None:
+        await self.provision_video()
+        self.up.next_scripts = [((0, "pending"), (5, "succeeded"))]
+        task_id = (await self.submit()).json()["id"]
+        self.up.poll_failures = 3
+        await self.drive(5)  # first poll fails: next try 10 s later, then 20 s, then 40 s
+        assert len(self.up.polls) == 1
+        got = await self.get(f"/v1/video/generations/{task_id}")
+        assert got.status == 200 and got.json()["status"] == "queued"  # last known state
+        await self.drive(5)
+        assert len(self.up.polls) == 1  # backing off, not polling every interval
+        await self.drive(75)
+        row = await self.task_row(task_id)
+        assert len(self.up.polls) == 4
+        assert row["status"] == "succeeded"
+        assert row["poll_errors"] == 0
+        await self.assert_reconciled()
