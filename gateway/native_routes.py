@@ -8,6 +8,12 @@ errors.  The model-action path is parsed here because the route table matches ex
 ``gateway.resource`` hands every ``POST`` under ``/v1/models/`` and ``/v1beta/models/`` to
 ``model_action``.  A malformed segment or an unsupported action answers 404 -- after
 authentication and the global limit, as §1 says.
+
+Google streams: with ``alt=sse`` the answer is SSE; without it, a JSON array of the same chunks
+streamed as they come (``[`` chunk ``,`` chunk ... ``]``, ``Content-Type: application/json``),
+which is what Google serves there (§8.1).  Either way the idle heartbeat is a bare newline:
+the google-genai SDK reads an SSE comment line as a broken JSON chunk, while a blank line is
+ignored by SSE readers and is JSON whitespace.
 """
 
 from __future__ import annotations
@@ -15,14 +21,22 @@ from __future__ import annotations
 from typing import Any
 
 from gateway import errors
+from gateway.billing.usage import Usage
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.protocols import fields, google, messages
 from gateway.protocols.errors import ProtocolError
+from gateway.protocols.events import UpstreamEvent
 from gateway.protocols.request import ClientRequest
+from gateway.protocols.translate import Translator
+from gateway.sse import SSEParser
 from gateway.text_route import TextCall
 
+JSON_STREAM_HEADERS = [(b"content-type", b"application/json; charset=utf-8"),
+                       (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
 MESSAGES_ENDPOINT = "/v1/messages"
+FORWARDED_MESSAGES_HEADERS = (b"anthropic-beta", b"anthropic-version")
 MODEL_PREFIXES = (b"/v1/models/", b"/v1beta/models/")
 
 
@@ -43,16 +57,35 @@ class MessagesCall(TextCall):
             raise GatewayError(exc.status, exc.message, type=exc.type, param=exc.param) from None
         return ClientRequest("messages", model, stream, True, max_output, estimate, parsed, body)
 
+    def _forwarded_headers(self, channel_type: str) -> dict[bytes, list[bytes]] | None:
+        """``anthropic-beta`` and the client's ``anthropic-version`` go to messages channels."""
+        if channel_type != "messages":
+            return None
+        forwarded = {name: values for name in FORWARDED_MESSAGES_HEADERS
+                     if (values := self.request.requestHeaders.getRawHeaders(name))}
+        return forwarded or None
+
 
 class ModelActionCall(TextCall):
     """``POST /v1[beta]/models/<model>:<action>``: model and stream flag from the path."""
 
     family = errors.MODELACTION
+    heartbeat = b"\n"
 
     def __init__(self, ctx: GatewayContext, request: Any, endpoint: str,
                  target: tuple[str, str] | None) -> None:
         super().__init__(ctx, request, "google", endpoint)
         self.target = target if target is not None and target[1] in google.ACTIONS else None
+        self.json_array = (request.args.get(b"alt") or [b""])[0] != b"sse"
+        if self.json_array:
+            self.stream_headers = JSON_STREAM_HEADERS
+
+    def _translator(self, channel_type: str, client_request: ClientRequest,
+                    upstream_model: str) -> Translator:
+        translator = super()._translator(channel_type, client_request, upstream_model)
+        if client_request.stream and self.json_array:
+            return JsonArrayStream(translator)
+        return translator
 
     async def _serve(self) -> None:
         if self.target is None:
@@ -70,6 +103,70 @@ class ModelActionCall(TextCall):
             raise GatewayError(exc.status, exc.message, type=exc.type, param=exc.param) from None
         stream = action == "streamGenerateContent"
         return ClientRequest("google", model, stream, True, max_output, estimate, parsed, body)
+
+
+class JsonArrayStream:
+    """A Google stream's SSE chunks re-framed as the elements of one streamed JSON array."""
+
+    def __init__(self, inner: Translator) -> None:
+        self.inner = inner
+        self._parser = SSEParser()
+        self._opened = False
+        self._closed = False
+
+    @property
+    def usage(self) -> Usage | None:
+        return self.inner.usage
+
+    @usage.setter
+    def usage(self, value: Usage | None) -> None:
+        self.inner.usage = value
+
+    @property
+    def completed(self) -> bool:
+        return self.inner.completed
+
+    @completed.setter
+    def completed(self, value: bool) -> None:
+        self.inner.completed = value
+
+    def upstream_path(self) -> bytes:
+        return self.inner.upstream_path()
+
+    def upstream_body(self) -> bytes:
+        return self.inner.upstream_body()
+
+    def response(self, status: int, body: bytes) -> bytes:
+        return self.inner.response(status, body)
+
+    def relayed_text_tokens(self) -> int:
+        return self.inner.relayed_text_tokens()
+
+    def _elements(self, frames: list[bytes]) -> list[bytes]:
+        out: list[bytes] = []
+        if self._closed:
+            return out
+        for event in self._parser.feed(b"".join(frames)):
+            if event.data:
+                out.append((b",\n" if self._opened else b"[") + event.data)
+                self._opened = True
+        return out
+
+    def _close(self, frames: list[bytes]) -> list[bytes]:
+        out = self._elements(frames)
+        if not self._closed:
+            self._closed = True
+            out.append(b"]" if self._opened else b"[]")
+        return out
+
+    def stream_event(self, event: UpstreamEvent) -> list[bytes]:
+        return self._elements(self.inner.stream_event(event))
+
+    def finish(self) -> list[bytes]:
+        return self._close(self.inner.finish())
+
+    def error_frames(self, message: str, type: str, code: str | None) -> list[bytes]:
+        return self._close(self.inner.error_frames(message, type, code))
 
 
 async def messages_call(ctx: GatewayContext, request: Any) -> None:

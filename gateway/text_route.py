@@ -35,6 +35,7 @@ from gateway.protocols.request import ClientRequest, parse_client_request
 from gateway.protocols.translate import Translator, make_translator
 from gateway.relay import EventRelay, StreamWriter
 from gateway.request_io import read_body, write_json_bytes
+from gateway.sse import PING
 from gateway.upstream_url import join, json_headers, relayable_headers
 
 #: largest non-streamed upstream answer we buffer
@@ -44,6 +45,11 @@ STREAM_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
 
 
 class TextCall(GatewayCall):
+    #: response headers of a stream, and the bytes written when it idles (subclasses may
+    #: change both: a Google client cannot read SSE comments)
+    stream_headers = STREAM_HEADERS
+    heartbeat = PING
+
     def __init__(self, ctx: GatewayContext, request: Any, protocol_family: str,
                  endpoint: str) -> None:
         super().__init__(ctx, request, endpoint)
@@ -87,8 +93,8 @@ class TextCall(GatewayCall):
         channel = priced.candidate.channel
         channel_type = normalise_channel_type(channel.type)
         try:
-            translator = make_translator(self.protocol_family, channel_type, client_request,
-                                         priced.candidate.upstream_model)
+            translator = self._translator(channel_type, client_request,
+                                          priced.candidate.upstream_model)
         except ProtocolError as exc:
             raise _Failover(GatewayError(exc.status, exc.message, type=exc.type)) from None
         url = join(channel.base_url, translator.upstream_path().decode())
@@ -97,7 +103,8 @@ class TextCall(GatewayCall):
         except GatewayError as blocked:
             raise _Failover(blocked) from None
         self._pending = ctx.upstream.request(
-            b"POST", url, json_headers(channel_type, channel.api_key),
+            b"POST", url, json_headers(channel_type, channel.api_key,
+                                       self._forwarded_headers(channel_type)),
             translator.upstream_body(),
             first_byte_timeout=deadline.timeout(ctx.timeouts.first_byte))
         try:
@@ -115,6 +122,15 @@ class TextCall(GatewayCall):
             await self._relay_stream(translator, response)
         else:
             await self._relay_body(translator, response)
+
+    def _translator(self, channel_type: str, client_request: ClientRequest,
+                    upstream_model: str) -> Translator:
+        return make_translator(self.protocol_family, channel_type, client_request,
+                               upstream_model)
+
+    def _forwarded_headers(self, channel_type: str) -> dict[bytes, list[bytes]] | None:
+        """Client headers a same-protocol upstream should see (none by default, §6.1)."""
+        return None
 
     async def _upstream_refused(self, response: UpstreamResponse, channel_id: int) -> None:
         with contextlib.suppress(UpstreamError):
@@ -152,9 +168,10 @@ class TextCall(GatewayCall):
     async def _relay_stream(self, translator: Translator, response: UpstreamResponse) -> None:
         ctx = self.ctx
         writer = StreamWriter(self.request, ctx.clock,
-                              heartbeat_interval=ctx.timeouts.heartbeat)
+                              heartbeat_interval=ctx.timeouts.heartbeat, heartbeat=self.heartbeat)
         self.writer = writer
-        writer.set_response(200, STREAM_HEADERS + [(k, v) for k, v in self.extra_headers.items()]
+        writer.set_response(200, self.stream_headers
+                            + [(k, v) for k, v in self.extra_headers.items()]
                             + [h for h in relayable_headers(response.headers)
                                if h[0].lower() not in (b"content-type", b"cache-control")])
 

@@ -196,13 +196,17 @@ class AnthropicOnMessagesTests(_AnthropicSuite, NativeGatewayCase):
         client = self.anthropic_client()
         reply = await self.in_thread(
             client.messages.create, model="claude-fake", max_tokens=7,
-            metadata={"user_id": "u1"}, messages=[{"role": "user", "content": "hi"}])
+            metadata={"user_id": "u1"}, messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"anthropic-beta": "tools-2024-05-16",
+                           "anthropic-version": "2023-01-01"})
         assert reply.model == "claude-fake"
         sent = self.fake.requests[0]
         assert sent.path == "/v1/messages"
         assert sent.body["model"] == "claude-up" and sent.body["metadata"] == {"user_id": "u1"}
         assert sent.headers["x-api-key"] == "up-key"
-        assert sent.headers["anthropic-version"] == "2023-06-01"
+        # the client's anthropic-version and anthropic-beta are forwarded (§6.1)
+        assert sent.headers["anthropic-version"] == "2023-01-01"
+        assert sent.headers["anthropic-beta"] == "tools-2024-05-16"
 
 
 class AnthropicOnModelActionTests(_AnthropicSuite, NativeGatewayCase):
@@ -223,6 +227,7 @@ class AnthropicOnModelActionTests(_AnthropicSuite, NativeGatewayCase):
         assert sent.path == "/v1beta/models/gemini-up:streamGenerateContent"
         assert sent.query == b"alt=sse"
         assert sent.headers["x-goog-api-key"] == "up-key"
+        assert "anthropic-version" not in sent.headers
         assert sent.body["generationConfig"] == {"maxOutputTokens": 100}
 
 

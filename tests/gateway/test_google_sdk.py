@@ -14,6 +14,9 @@ from typing import Any
 import orjson
 from google import genai
 from google.genai import errors, types
+from twisted.internet import reactor
+from twisted.internet.defer import ensureDeferred
+from twisted.internet.task import deferLater
 
 from tests.gateway.test_anthropic_sdk import (
     ARGUMENTS,
@@ -198,6 +201,45 @@ class ModelActionRouteTests(GoogleCase):
         assert self.fake.request_count == 1
         rows = await self.usage_rows()
         assert all(self.api_key not in r["endpoint"] + r["error_message"] for r in rows)
+
+
+class GoogleStreamFramingTests(GoogleCase):
+    """``streamGenerateContent`` without ``alt=sse`` is a streamed JSON array; idle streams
+    get a bare-newline heartbeat, which the google-genai SDK reads past."""
+
+    channel_type = "compat"
+
+    async def test_json_array_stream_with_heartbeat(self) -> None:
+        await self.setup_google(upstream_model="gemini-fake+pace-0.2")
+        body = {"contents": [{"role": "user", "parts": [{"text": "hello there friend"}]}]}
+        pending = ensureDeferred(self.call(
+            "POST", "/v1beta/models/gemini-fake:streamGenerateContent",
+            body, headers={"x-goog-api-key": self.api_key}))
+        await deferLater(reactor, 0.1, lambda: None)
+        self.clock.advance(self.gateway.timeouts.heartbeat + 1)
+        answer = await pending
+        assert answer.status == 200
+        assert answer.header("content-type").startswith("application/json")
+        assert answer.body.startswith(b"[") and b"}\n,\n{" in answer.body  # the heartbeat
+        chunks = orjson.loads(answer.body)
+        assert "".join(p.get("text", "") for c in chunks
+                       for p in c["candidates"][0]["content"]["parts"]) == TEXT
+        assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+        assert chunks[-1]["usageMetadata"]["promptTokenCount"] == 3
+        rows = await self.usage_rows()
+        assert rows[0]["is_stream"] and rows[0]["output_tokens"] == 3
+
+    async def test_sdk_reads_past_the_heartbeat(self) -> None:
+        await self.setup_google(upstream_model="gemini-fake+pace-0.2")
+        client = self.google_client()
+        pending = self.in_thread(lambda: list(client.models.generate_content_stream(
+            model="gemini-fake", contents="hi")))
+        while self.fake.request_count == 0:
+            await deferLater(reactor, 0.02, lambda: None)
+        await deferLater(reactor, 0.1, lambda: None)
+        self.clock.advance(self.gateway.timeouts.heartbeat + 1)
+        chunks = await pending
+        assert "".join(c.text or "" for c in chunks) == TEXT
 
 
 class OpenAIOnModelActionTests(GoogleCase):
