@@ -14,7 +14,7 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-from gateway import account_routes, errors, media_route, native_routes
+from gateway import account_routes, errors, media_route, native_routes, upload_route
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.media_route import MediaCall
@@ -67,6 +67,7 @@ ROUTES: dict[tuple[bytes, bytes], Handler] = {
     (b"POST", b"/v1/audio/transcriptions"): _media("transcriptions"),
     (b"POST", b"/v1/images/generations"): _media("images"),
     (b"POST", b"/v1/images/edits"): _media("image_edits"),
+    (b"POST", b"/v1/uploads/images"): _json(upload_route.upload_image),
     (b"GET", b"/v1/models"): _json(account_routes.models),
     (b"GET", b"/v1/balance"): _json(account_routes.key_balance),
     (b"GET", b"/v1/user/balance"): _json(account_routes.user_balance),
