@@ -277,6 +277,18 @@ class OpenAIOnMessagesTests(NativeGatewayCase):
         assert chunks[-1].choices[0].finish_reason == "tool_calls"
         assert self.fake.requests[0].body["tools"][0]["name"] == "weather"
 
+    async def test_chat_upstream_errors_are_typed(self) -> None:
+        await self.setup_channel(upstream_model="claude-fake+fail-429")
+        with self.assertRaises(openai.RateLimitError):
+            await self.in_thread(self.openai_client().chat.completions.create,
+                                 model="claude-fake", messages=[{"role": "user", "content": "x"}])
+        with self.assertRaises(openai.BadRequestError):
+            await self.in_thread(self.openai_client().chat.completions.create,
+                                 model="claude-fake", messages=[{"role": "user", "content": [
+                                     {"type": "input_audio", "input_audio": {
+                                         "data": "AA==", "format": "wav"}}]}])
+        assert self.fake.request_count == 1
+
 
 class TranslatedStreamBillingTests(NativeGatewayCase):
     """A translated stream bills exactly what the same call made natively bills."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
 import orjson
 from google import genai
 from google.genai import errors, types
@@ -25,7 +26,6 @@ from tests.gateway.test_anthropic_sdk import (
     USAGE_3_WORDS,
     NativeGatewayCase,
 )
-from tests.support.upstream import TOOL_ARGUMENT_PIECES
 
 WEATHER = types.Tool(function_declarations=[types.FunctionDeclaration(
     name="weather", description="Weather in a city",
@@ -283,7 +283,18 @@ class OpenAIOnModelActionTests(GoogleCase):
         assert call.function.name == "weather"
         assert orjson.loads(call.function.arguments) == ARGUMENTS
         assert reply.choices[0].finish_reason == "tool_calls"
-        assert "".join(TOOL_ARGUMENT_PIECES)
+        declaration = self.fake.requests[0].body["tools"][0]["functionDeclarations"][0]
+        assert declaration["name"] == "weather"
+
+    async def test_chat_errors_are_typed(self) -> None:
+        await self.setup_google(upstream_model="gemini-fake+fail-429")
+        with self.assertRaises(openai.AuthenticationError):
+            await self.in_thread(self.openai_client(api_key="sk-wrong").chat.completions.create,
+                                 model="gemini-fake", messages=[{"role": "user", "content": "x"}])
+        with self.assertRaises(openai.RateLimitError):
+            await self.in_thread(self.openai_client().chat.completions.create,
+                                 model="gemini-fake", messages=[{"role": "user", "content": "x"}])
+        assert self.fake.request_count == 1
 
 
 class TranslatedGoogleStreamBillingTests(GoogleCase):

@@ -15,6 +15,7 @@ from twisted.trial.unittest import SkipTest, TestCase
 from gateway.monitors import TargetError, check_target, run_check, tcp_address
 from gateway.net_policy import UrlPolicy
 from gateway.store import monitors as store
+from gateway.sync.fetch import FetchError, fetch
 from tests.support.app import AppTestCase
 from tests.support.scripted_upstream import ScriptedUpstream
 
@@ -149,6 +150,24 @@ class CheckTests(TestCase):
         outcome = await self.check(f"127.0.0.1:{closed_port}", check_type="tcp")
         self.assertEqual(outcome.status, "down")
         self.assertTrue(outcome.message)
+
+
+class FetchTests(TestCase):
+    """The bounded fetch shared by sync, monitors and probes."""
+
+    async def test_body_size_is_bounded(self) -> None:
+        up = ScriptedUpstream.start()
+        self.addCleanup(up.stop)
+        up.answer("/big", 200, b"x" * 5000)
+        up.answer("/small", 200, b"y" * 10)
+        clock = Clock()
+        fetched = await fetch(reactor, clock, up.base_url + "/small", limit=100)
+        self.assertEqual((fetched.status, fetched.body), (200, b"y" * 10))
+        with self.assertRaises(FetchError) as caught:
+            await fetch(reactor, clock, up.base_url + "/big", limit=100)
+        self.assertIn("larger than 100 bytes", str(caught.exception))
+        with self.assertRaises(FetchError):
+            await fetch(reactor, clock, "http://[bad", limit=100)
 
 
 class SchedulerTests(AppTestCase):
