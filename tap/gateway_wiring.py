@@ -43,13 +43,23 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
 
     ctx.invalidation.on(USERS, users_changed)
     ctx.invalidation.on(KEYS, keys_changed)
+    health = ChannelHealth(ctx.clock, on_auto_disable=auto_disable)
+
+    async def catalog_changed(_detail: bytes) -> None:
+        # a channel re-enabled or recovered on any node must be routable here again too
+        # (the catalog cache registered first, so its snapshot is already the new one)
+        for channel in ctx.catalog.snapshot.channels.values():
+            if channel.auto_disabled_at is None and health.is_auto_disabled(channel.id):
+                health.reset(channel.id)
+
+    ctx.invalidation.on(CATALOG, catalog_changed)
     gateway = GatewayContext(
         reactor=ctx.reactor, clock=ctx.clock, db=ctx.db, state=ctx.state,
         settings=ctx.settings, catalog=ctx.catalog, keys=ctx.keys, key_hasher=ctx.key_hasher,
         tokens=ctx.tokens, users=UserCache(ctx.db, ctx.invalidation), wallets=wallets,
         settler=settler,
         upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256),
-        health=ChannelHealth(ctx.clock, on_auto_disable=auto_disable),
+        health=health,
         limiter=GatewayLimiter(ctx.state, ctx.settings), addresses=ctx.addresses,
         timeouts=timeouts or GatewayTimeouts(),
     )

@@ -153,6 +153,8 @@ class CatalogSnapshot:
             return None
         if not (config.enabled and model.enabled and channel.enabled and user_channel.enabled):
             return None
+        if channel.auto_disabled_at is not None:
+            return None  # auto-disabled (e.g. upstream 401): off on every node until recovered
         return Candidate(config=config, model=model, channel=channel, user_channel=user_channel)
 
     def candidates(self, model_name: str) -> tuple[Candidate, ...]:

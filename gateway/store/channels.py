@@ -76,7 +76,9 @@ def update_channel(conn: Connection, channel_id: int, changes: dict[str, Any],
     if "user_channel_id" in values:
         _check_user_channel(conn, values)
     _sync_defaults({**stored, **values}, values)
-    if values.get("enabled") is True and not stored["enabled"]:
+    if values.get("enabled") is True and (not stored["enabled"]
+                                          or stored["auto_disabled_at"] is not None):
+        # an admin (re-)enabling a channel also lifts an automatic disable
         values.update(HEALTH_RESET)
     conn.execute(update(table).where(table.c.id == channel_id).values(**values, updated_at=now))
     return channel_id

@@ -4,6 +4,8 @@ and the balance routes."""
 from __future__ import annotations
 
 from sqlalchemy import select
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
 
 from gateway.store import schema
 from tests.gateway.gateway_case import GatewayTestCase
@@ -130,3 +132,30 @@ class GatewayAccessTests(GatewayTestCase):
         assert self.fake.request_count == 0
         unknown = await self.call("GET", "/v1/nothing-here")
         assert unknown.status == 404
+
+
+class AutoDisableTests(GatewayTestCase):
+    async def test_auto_disabled_channel_is_skipped_everywhere_until_re_enabled(self) -> None:
+        await self.provision(upstream_model="gpt-fake+fail-401")
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        body = {"model": "gpt-fake", "messages": [{"role": "user", "content": "hi"}]}
+        assert (await self.call("POST", "/v1/chat/completions", body, headers=headers)
+                ).status == 502
+        # the persisted flag takes the channel out of the catalog itself (every node); it is
+        # written right after the answer, so wait for it (bounded)
+        for _ in range(100):
+            if self.ctx.catalog.snapshot.candidates("gpt-fake") == ():
+                break
+            await deferLater(reactor, 0.02, lambda: None)
+        assert self.ctx.catalog.snapshot.candidates("gpt-fake") == ()
+        assert (await self.call("POST", "/v1/chat/completions", body, headers=headers)
+                ).status == 503
+        assert self.fake.request_count == 1
+        # an admin re-enabling it lifts the automatic disable, here and in the health record
+        await self.catalog.set(__import__("gateway.store.schema", fromlist=["x"]).channel_models,
+                               self.config_id, upstream_model_name="gpt-fake")
+        result = await self.call("PUT", f"/api/channels/{self.channel_id}", {"enabled": True},
+                                 token=self.admin_token)
+        assert result.status == 200, result
+        assert (await self.call("POST", "/v1/chat/completions", body, headers=headers)
+                ).status == 200
