@@ -20,26 +20,22 @@ root clear this node's in-memory health for the channel.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
-from twisted.application.service import Service
 from twisted.internet.defer import (
-    CancelledError,
     Deferred,
     DeferredList,
     DeferredSemaphore,
-    ensureDeferred,
 )
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
 from gateway.invalidation import CATALOG
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.periodic import RoundService
 from gateway.store import schema
 from gateway.sync.fetch import FetchError, fetch
 from gateway.sync.model_lists import COMPAT_PATH, join_url
@@ -80,55 +76,26 @@ def record_probe(conn: Connection, channel: dict[str, Any], healthy: bool, recov
     return recover and result.rowcount == 1
 
 
-def _log_unless_cancelled(failure: Failure, message: str) -> None:
-    """A round cancelled by ``stopService`` is not an error."""
-    if not failure.check(CancelledError):
-        log.failure(message, failure)
+class ChannelProbe(RoundService):
+    failure_message = "channel probe round failed"
 
-
-class ChannelProbe(Service):
     def __init__(self, reactor: Any, clock: Any, db: Any, state: Any, invalidation: Any,
                  settings: Callable[[], Any], *, concurrency: int = 4,
                  tick_seconds: float = TICK_SECONDS,
                  on_recovered: Callable[[int], object] | None = None) -> None:
-        self._reactor = reactor
-        self._clock = clock
+        super().__init__(reactor, clock, tick_seconds)
         self._db = db
         self._state = state
         self._invalidation = invalidation
         self._settings = settings
         self._semaphore = DeferredSemaphore(max(1, concurrency))
-        self._tick_seconds = tick_seconds
         self._on_recovered = on_recovered
-        self._loop: LoopingCall | None = None
-        self._running: Deferred[None] | None = None
-        self._idle_waiters: list[Deferred[None]] = []
         self._last_round: float | None = None
-        self._probes: set[Deferred[Any]] = set()
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self._clock.seconds(), UTC)
 
-    def startService(self) -> None:
-        super().startService()
-        self._loop = LoopingCall(self.tick)
-        self._loop.clock = self._clock
-        self._loop.start(self._tick_seconds, now=False)
-
-    def stopService(self) -> Deferred[None] | None:
-        super().stopService()
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        for probe in list(self._probes):
-            probe.cancel()
-        if self._running is not None:
-            self._running.cancel()
-        return None
-
-    def tick(self) -> Deferred[None] | None:
-        """Start a round if one is due and none is running (also callable directly)."""
-        if self._running is not None:
-            return None
+    def start_round(self) -> Coroutine[Any, Any, None] | None:
         settings = self._settings()
         detect = settings.flag("reliability_auto_detect_upstream_enabled")
         recover = settings.flag("reliability_auto_recover_enabled")
@@ -139,30 +106,7 @@ class ChannelProbe(Service):
         if self._last_round is not None and now - self._last_round < interval:
             return None
         self._last_round = now
-        round_: Deferred[None] = ensureDeferred(
-            self._round(settings, detect, recover, interval))
-        self._running = round_
-        round_.addErrback(_log_unless_cancelled, "channel probe round failed")
-
-        def done(result: Any) -> Any:
-            self._running = None
-            waiters, self._idle_waiters = self._idle_waiters, []
-            # on the next reactor turn: after the looping call has scheduled its next tick
-            for waiter in waiters:
-                self._reactor.callLater(0, waiter.callback, None)
-            return result
-
-        round_.addBoth(done)
-        return round_
-
-    def idle(self) -> Deferred[None]:
-        """Fires once no round is running (now, or just after the current round ends)."""
-        waiter: Deferred[None] = Deferred()
-        if self._running is None:
-            waiter.callback(None)
-        else:
-            self._idle_waiters.append(waiter)
-        return waiter
+        return self._round(settings, detect, recover, interval)
 
     async def _round(self, settings: Any, detect: bool, recover: bool, interval: int) -> None:
         if not await self._state.claim(CLAIM_KEY, max(1, interval - 1)):
@@ -179,16 +123,8 @@ class ChannelProbe(Service):
 
     def _start(self, channel: dict[str, Any], policy: UrlPolicy, timeout: float,
                recover: bool, after: timedelta) -> Deferred[bool]:
-        probe: Deferred[bool] = self._semaphore.run(
-            self._probe, channel, policy, timeout, recover, after)
-        self._probes.add(probe)
-
-        def finished(result: Any) -> Any:
-            self._probes.discard(probe)
-            return result
-
-        probe.addBoth(finished)
-        return probe
+        return self.track(self._semaphore.run(
+            self._probe, channel, policy, timeout, recover, after))
 
     async def _probe(self, channel: dict[str, Any], policy: UrlPolicy, timeout: float,
                      recover: bool, after: timedelta) -> bool:

@@ -16,13 +16,12 @@ flight, so shutdown never waits on a slow target.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from twisted.application.service import Service
 from twisted.internet.defer import (
     CancelledError,
     Deferred,
@@ -32,11 +31,11 @@ from twisted.internet.defer import (
 )
 from twisted.internet.endpoints import HostnameEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.periodic import RoundService
 from gateway.store import monitors as store
 from gateway.sync.fetch import MAX_MESSAGE, FetchError, checked_address, describe, fetch
 
@@ -47,12 +46,6 @@ TCP = "tcp"
 CHECK_TIMEOUT = 10.0
 TICK_SECONDS = 10.0
 CLAIM_KEY = "lockgate:status-monitors:tick"
-
-
-def _log_unless_cancelled(failure: Failure, message: str) -> None:
-    """A round cancelled by ``stopService`` is not an error."""
-    if not failure.check(CancelledError):
-        log.failure(message, failure)
 
 
 @dataclass(frozen=True)
@@ -192,67 +185,23 @@ class MonitorRunner:
         return await self.check(monitor)
 
 
-class MonitorScheduler(Service):
+class MonitorScheduler(RoundService):
     """Checks due monitors every ``tick_seconds`` while ``status_monitor_enabled`` is on."""
+
+    failure_message = "status monitor round failed"
 
     def __init__(self, runner: MonitorRunner, clock: Any, db: Any, state: Any,
                  settings: Callable[[], Any], *, concurrency: int = 8,
                  tick_seconds: float = TICK_SECONDS) -> None:
+        super().__init__(runner.reactor, clock, tick_seconds)
         self._runner = runner
-        self._clock = clock
         self._db = db
         self._state = state
         self._settings = settings
         self._semaphore = DeferredSemaphore(max(1, concurrency))
-        self._tick_seconds = tick_seconds
-        self._loop: LoopingCall | None = None
-        self._running: Deferred[None] | None = None
-        self._idle_waiters: list[Deferred[None]] = []
-        self._checks: set[Deferred[Any]] = set()
 
-    def startService(self) -> None:
-        super().startService()
-        self._loop = LoopingCall(self.tick)
-        self._loop.clock = self._clock
-        self._loop.start(self._tick_seconds, now=False)
-
-    def stopService(self) -> Deferred[None] | None:
-        super().stopService()
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        for check in list(self._checks):
-            check.cancel()
-        if self._running is not None:
-            self._running.cancel()
-        return None
-
-    def tick(self) -> Deferred[None] | None:
-        """One round (also callable directly); returns None when a round is still running."""
-        if self._running is not None:
-            return None
-        round_: Deferred[None] = ensureDeferred(self._round())
-        self._running = round_
-        round_.addErrback(_log_unless_cancelled, "status monitor round failed")
-
-        def done(result: Any) -> Any:
-            self._running = None
-            waiters, self._idle_waiters = self._idle_waiters, []
-            # on the next reactor turn: after the looping call has scheduled its next tick
-            for waiter in waiters:
-                self._runner.reactor.callLater(0, waiter.callback, None)
-            return result
-
-        round_.addBoth(done)
-        return round_
-
-    def idle(self) -> Deferred[None]:
-        """Fires once no round is running (now, or just after the current round ends)."""
-        waiter: Deferred[None] = Deferred()
-        if self._running is None:
-            waiter.callback(None)
-        else:
-            self._idle_waiters.append(waiter)
-        return waiter
+    def start_round(self) -> Coroutine[Any, Any, None]:
+        return self._round()
 
     async def _round(self) -> None:
         if not self._settings().flag("status_monitor_enabled"):
@@ -265,11 +214,10 @@ class MonitorScheduler(Service):
             await DeferredList(checks, consumeErrors=True)
 
     def _start(self, monitor: dict[str, Any]) -> Deferred[Any]:
-        check = self._semaphore.run(lambda: ensureDeferred(self._runner.check(monitor)))
-        self._checks.add(check)
+        check = self.track(
+            self._semaphore.run(lambda: ensureDeferred(self._runner.check(monitor))))
 
         def finished(result: Any) -> Any:
-            self._checks.discard(check)
             if isinstance(result, Failure) and not result.check(CancelledError):
                 log.failure("status monitor {id} check failed", result, id=monitor["id"])
                 return None

@@ -29,19 +29,8 @@ from dataclasses import dataclass
 
 from twisted.internet.interfaces import IReactorTime
 
-PRIORITY = "priority"
-ROUND_ROBIN = "round_robin"
-WEIGHTED_ROUND_ROBIN = "weighted_round_robin"
-
-_ALGORITHMS = {
-    "round_robin": ROUND_ROBIN,
-    "roundrobin": ROUND_ROBIN,
-    "rr": ROUND_ROBIN,
-    "weighted_round_robin": WEIGHTED_ROUND_ROBIN,
-    "weighted": WEIGHTED_ROUND_ROBIN,
-    "weighted_roundrobin": WEIGHTED_ROUND_ROBIN,
-    "wrr": WEIGHTED_ROUND_ROBIN,
-}
+from gateway.channel_types import PRIORITY, ROUND_ROBIN, normalise_routing_algorithm
+from gateway.channel_types import WEIGHTED_ROUND_ROBIN as WEIGHTED_ROUND_ROBIN
 
 COUNTER_PREFIX = "lockgate:route"
 
@@ -73,7 +62,7 @@ class UserChannelInfo:
 
 def normalise_algorithm(name: str | None) -> str:
     """``priority``, ``round_robin`` or ``weighted_round_robin`` (unknown -> priority)."""
-    return _ALGORITHMS.get((name or "").strip().lower(), PRIORITY)
+    return normalise_routing_algorithm(name or "")
 
 
 def order(candidates: Sequence[Candidate]) -> list[Candidate]:

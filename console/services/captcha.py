@@ -14,14 +14,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.web.client import Agent, readBody
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IBodyProducer, IResponse
-from zope.interface import implementer
+from twisted.web.iweb import IResponse
 
 from console.http import ApiError, bad_request
+from gateway.bytes_body import BytesBody
 from gateway.settings.store import Settings
 
 log = Logger()
@@ -30,28 +30,6 @@ DEFAULT_TIMEOUT = 10.0
 MAX_TOKEN_LENGTH = 8192
 #: a verification answer is tiny; refuse to buffer more than this
 MAX_ANSWER_BYTES = 64 * 1024
-
-
-@implementer(IBodyProducer)
-class _FormBody:
-    """The whole form in one write (no cooperator, so no global reactor)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self.length = len(data)
-
-    def startProducing(self, consumer: Any) -> Deferred[None]:
-        consumer.write(self._data)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
 
 
 def captcha_enabled(settings: Settings) -> bool:
@@ -110,7 +88,7 @@ class Captcha:
         headers = Headers({b"content-type": [b"application/x-www-form-urlencoded"],
                            b"accept": [b"application/json"]})
         response: IResponse = await self._agent.request(b"POST", url.encode(), headers,
-                                                        _FormBody(form))
+                                                        BytesBody(form))
         length = response.length
         if isinstance(length, int) and length > MAX_ANSWER_BYTES:
             raise ValueError("captcha answer too large")

@@ -21,16 +21,16 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import jwt
 import orjson
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, ResponseDone
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import UNKNOWN_LENGTH, IBodyProducer
-from zope.interface import implementer
+from twisted.web.iweb import UNKNOWN_LENGTH
 
 from console.http import ApiError
+from gateway.bytes_body import BytesBody
 from gateway.settings.store import Settings
 
 CONNECT_TIMEOUT = 10
@@ -92,26 +92,6 @@ def provider_from(settings: Settings) -> Provider:
                     redirect_uri=redirect, scope=scope)
 
 
-@implementer(IBodyProducer)
-class _Bytes:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.length = len(body)
-
-    def startProducing(self, consumer: Any) -> Deferred[None]:
-        consumer.write(self.body)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
-
-
 class _Capped(Protocol):
     """Collects a response body; gives up (closing the connection) past ``MAX_BODY``."""
 
@@ -160,7 +140,7 @@ class OidcClient:
             raw_headers.setRawHeaders(name.encode(), [value.encode()])
         try:
             request = self._agent.request(method, url.encode(), raw_headers,
-                                          _Bytes(body) if body is not None else None)
+                                          BytesBody(body) if body is not None else None)
             request.addTimeout(REQUEST_TIMEOUT, self._reactor)
             response = await request
             if response.length is not UNKNOWN_LENGTH and response.length > MAX_BODY:

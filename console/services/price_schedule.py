@@ -12,22 +12,20 @@ round in flight.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
-from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
 from console.context import ConsoleContext
 from console.http import ApiError
 from console.services.price_sync import apply_prices, fetch_items, price_values
 from gateway.cron import CronError
 from gateway.invalidation import CATALOG
+from gateway.periodic import RoundService
 from gateway.store import schema
 from gateway.store.channels import DEFAULT_CRON
 from gateway.sync.schedule import next_fire
@@ -59,61 +57,15 @@ def is_due(channel: dict[str, Any], now: datetime) -> bool:
     return fires is not None and fires <= now
 
 
-def _log_unless_cancelled(failure: Failure, message: str) -> None:
-    """A round cancelled by ``stopService`` is not an error."""
-    if not failure.check(CancelledError):
-        log.failure(message, failure)
+class PriceSyncScheduler(RoundService):
+    failure_message = "scheduled price sync failed"
 
-
-class PriceSyncScheduler(Service):
     def __init__(self, ctx: ConsoleContext, *, tick_seconds: float = TICK_SECONDS) -> None:
+        super().__init__(ctx.reactor, ctx.clock, tick_seconds)
         self._ctx = ctx
-        self._tick_seconds = tick_seconds
-        self._loop: LoopingCall | None = None
-        self._running: Deferred[None] | None = None
-        self._idle_waiters: list[Deferred[None]] = []
 
-    def startService(self) -> None:
-        super().startService()
-        self._loop = LoopingCall(self.tick)
-        self._loop.clock = self._ctx.clock
-        self._loop.start(self._tick_seconds, now=False)
-
-    def stopService(self) -> Deferred[None] | None:
-        super().stopService()
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
-        if self._running is not None:
-            self._running.cancel()
-        return None
-
-    def tick(self) -> Deferred[None] | None:
-        """Start a round unless one is running (also callable directly)."""
-        if self._running is not None:
-            return None
-        round_: Deferred[None] = ensureDeferred(self._round())
-        self._running = round_
-        round_.addErrback(_log_unless_cancelled, "scheduled price sync failed")
-
-        def done(result: Any) -> Any:
-            self._running = None
-            waiters, self._idle_waiters = self._idle_waiters, []
-            # on the next reactor turn: after the looping call has scheduled its next tick
-            for waiter in waiters:
-                self._ctx.reactor.callLater(0, waiter.callback, None)
-            return result
-
-        round_.addBoth(done)
-        return round_
-
-    def idle(self) -> Deferred[None]:
-        """Fires once no round is running."""
-        waiter: Deferred[None] = Deferred()
-        if self._running is None:
-            waiter.callback(None)
-        else:
-            self._idle_waiters.append(waiter)
-        return waiter
+    def start_round(self) -> Coroutine[Any, Any, None]:
+        return self._round()
 
     async def _round(self) -> None:
         ctx = self._ctx

@@ -21,12 +21,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import orjson
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.web.client import Agent, readBody
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer, IResponse
 
 from gateway.billing.money import NANOS_PER_UNIT
+from gateway.bytes_body import BytesBody
 
 PROVIDER = "stripe"
 TOLERANCE_SECONDS = 300
@@ -57,27 +58,6 @@ def minor_units(amount: Decimal, currency: str) -> int:
 def nanos_from_minor(value: int, currency: str) -> int:
     scale = 1 if currency.upper() in ZERO_DECIMAL else 100
     return value * NANOS_PER_UNIT // scale
-
-
-class _Body:
-    """A fixed bytes body for ``Agent.request``."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self.length = len(data)
-
-    def startProducing(self, consumer: Any) -> Deferred[None]:
-        consumer.write(self._data)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
 
 
 def _status_and_body(response: IResponse) -> Deferred[tuple[int, bytes]]:
@@ -124,7 +104,7 @@ class StripeClient:
         if not secret_key:
             raise StripeError("secret key not configured")
         url = base_url.rstrip("/") + "/v1/checkout/sessions"
-        body: IBodyProducer = _Body(urlencode(session_form(req)).encode())  # type: ignore[assignment]
+        body: IBodyProducer = BytesBody(urlencode(session_form(req)).encode())  # type: ignore[assignment]
         headers = Headers({
             b"authorization": [b"Bearer " + secret_key.encode()],
             b"content-type": [b"application/x-www-form-urlencoded"],

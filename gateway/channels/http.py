@@ -35,7 +35,6 @@ from twisted.internet.defer import (
     Deferred,
     DeferredSemaphore,
     fail,
-    succeed,
 )
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
@@ -50,8 +49,10 @@ from twisted.web.client import (
 )
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import UNKNOWN_LENGTH, IAgentEndpointFactory, IBodyProducer, IResponse
+from twisted.web.iweb import UNKNOWN_LENGTH, IAgentEndpointFactory, IResponse
 from zope.interface import implementer
+
+from gateway.bytes_body import BytesBody
 
 
 class UpstreamError(Exception):
@@ -90,28 +91,6 @@ class BodySink(Protocol):
 
     def body_finished(self, reason: Failure | None) -> None:
         """None on a clean end; otherwise a Failure wrapping an ``UpstreamError``."""
-
-
-@implementer(IBodyProducer)
-class _BytesBody:
-    """A request body already in memory: written in one call (no cooperator, no file object)."""
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-        self.length = len(body)
-
-    def startProducing(self, consumer: Any) -> Deferred[None]:
-        consumer.write(self._body)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:
-        pass
-
-    def resumeProducing(self) -> None:
-        pass
-
-    def stopProducing(self) -> None:
-        pass
 
 
 @implementer(IAgentEndpointFactory)
@@ -179,7 +158,7 @@ class UpstreamClient:
             header_obj = headers
         else:
             header_obj = Headers(headers)
-        producer = _BytesBody(body) if body is not None else None
+        producer = BytesBody(body) if body is not None else None
         if self._max_concurrent is None:
             return self._send(method_b, url_b, header_obj, producer, first_byte_timeout, None)
         try:
@@ -224,7 +203,7 @@ class UpstreamClient:
             semaphore = self._slots[key] = DeferredSemaphore(self._max_concurrent)
         return semaphore
 
-    def _send(self, method: bytes, url: bytes, headers: Headers, producer: _BytesBody | None,
+    def _send(self, method: bytes, url: bytes, headers: Headers, producer: BytesBody | None,
               timeout: float, release: Callable[[], object] | None
               ) -> Deferred[UpstreamResponse]:
         try:
