@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Any
 
@@ -18,6 +19,7 @@ class OptionsTests(TestCase):
         self.environ: dict[str, str] = {}
         self.patch(os, "environ", self.environ)
         self.directory = tempfile.mkdtemp(prefix="lockgate-options-")
+        self.addCleanup(shutil.rmtree, self.directory, True)
 
     def toml(self, text: str) -> str:
         path = os.path.join(self.directory, "lockgate.toml")

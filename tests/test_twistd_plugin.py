@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -103,6 +104,7 @@ class TwistdProcess:
 class TwistdPluginTests(TestCase):
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp(prefix="lockgate-twistd-")
+        self.addCleanup(shutil.rmtree, self.directory, True)
 
     def start(self, *extra: str) -> TwistdProcess:
         process = TwistdProcess(self.directory, free_port(), *extra)

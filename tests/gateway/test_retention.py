@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ NOW = datetime.fromtimestamp(START, UTC)
 class RetentionTest(TestCase):
     def setUp(self) -> None:
         directory = tempfile.mkdtemp(prefix="lockgate-retention-")
+        self.addCleanup(shutil.rmtree, directory, True)
         engine, threads = make_engine(f"sqlite:///{os.path.join(directory, 'db.sqlite3')}")
         migrate.upgrade(engine)
         self.db = DBRunner(reactor, engine, threads)

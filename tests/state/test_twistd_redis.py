@@ -6,6 +6,7 @@ A real process is started, so this test polls in real time (bounded) for the por
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +31,7 @@ class TwistdWithRedisTests(TestCase):
         server = redis_server()
         prefix = fresh_prefix()
         directory = tempfile.mkdtemp(prefix="lockgate-twistd-")
+        self.addCleanup(shutil.rmtree, directory, True)
         port = _free_port()
         twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
         log_path = os.path.join(directory, "twistd.log")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 from typing import Any
 
@@ -64,6 +65,7 @@ class AppTestCase(TestCase):
             self.database_url = postgres_url()
         else:
             directory = tempfile.mkdtemp(prefix="lockgate-test-")
+            self.addCleanup(shutil.rmtree, directory, True)  # runs after app.close
             self.database_url = f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
         self.app = self.open_app()
         self.addCleanup(self.app.close)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +37,9 @@ class LedgerCase(TestCase):
         if self.backend == "postgresql":
             url = postgres_url()
         else:
-            url = f"sqlite:///{os.path.join(tempfile.mkdtemp(prefix='lockgate-bill-'), 'db')}"
+            directory = tempfile.mkdtemp(prefix="lockgate-bill-")
+            self.addCleanup(shutil.rmtree, directory, True)
+            url = f"sqlite:///{os.path.join(directory, 'db')}"
         engine, threads = make_engine(url)
         migrate.upgrade(engine)
         self.commits = 0

@@ -4,6 +4,7 @@ PostgreSQL, and ``/readyz``'s notion of "current" agrees."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 from alembic.autogenerate import compare_metadata
@@ -19,6 +20,7 @@ from tests.support.postgres import postgres_url
 class MigrationTests(TestCase):
     def database_url(self) -> str:
         directory = tempfile.mkdtemp(prefix="lockgate-migrate-")
+        self.addCleanup(shutil.rmtree, directory, True)
         return f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
 
     def test_upgrade_matches_schema(self) -> None:
