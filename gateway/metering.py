@@ -7,6 +7,7 @@ and the usage-log record of every exit.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,8 +28,29 @@ class Priced:
     prices: PriceSet
 
 
+#: priced candidates per catalog snapshot: a snapshot is immutable and replaced wholesale on
+#: reload, so its prices can be computed once per (config, groups, mode) and dropped with it
+_PRICED: weakref.WeakKeyDictionary[CatalogSnapshot, dict[tuple[int, tuple[int, ...], str],
+                                                         Priced]] = weakref.WeakKeyDictionary()
+_PRICED_PER_SNAPSHOT = 50_000
+
+
 def price(candidate: Candidate, snapshot: CatalogSnapshot, group_ids: Sequence[int],
           mode: str) -> Priced:
+    cache = _PRICED.get(snapshot)
+    if cache is None:
+        cache = _PRICED[snapshot] = {}
+    key = (candidate.config.id, tuple(group_ids), mode)
+    found = cache.get(key)
+    if found is None or found.candidate is not candidate:
+        found = _price(candidate, snapshot, group_ids, mode)
+        if len(cache) < _PRICED_PER_SNAPSHOT:
+            cache[key] = found
+    return found
+
+
+def _price(candidate: Candidate, snapshot: CatalogSnapshot, group_ids: Sequence[int],
+           mode: str) -> Priced:
     effective = candidate.prices_for(snapshot.group_rates(group_ids), mode)
     model = candidate.model
     tiers = {dim: billing_tiers(model.tiers.get(col)) for dim, col in DIMENSIONS.items()}
