@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.logger import Logger
 from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
@@ -41,6 +42,8 @@ from gateway.tasks.poller import TaskPoller
 from tap.gateway_wiring import build_gateway
 from tap.root import build_root
 from tap.secrets import Secrets
+
+log = Logger()
 
 
 @dataclass
@@ -142,7 +145,7 @@ class Lockgate:
         for service in self.background:
             service.stopService()
         d0 = ensureDeferred(self._close_gateway())
-        d0.addErrback(lambda f: None)
+        d0.addErrback(lambda f: log.failure("closing the gateway failed", f))
         self.ctx.live_settings.close()
         self.ctx.invalidation.close()
         self.ctx.passwords.stop()

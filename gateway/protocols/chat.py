@@ -5,7 +5,9 @@
   Encoding for an upstream uses ``max_tokens`` (the spelling every OpenAI-compatible server
   knows) and drops nothing the neutral model carries.
 - ``decode_reply`` / ``encode_reply``: a non-stream answer in and out of ``Reply`` (first choice;
-  §9.3 — tool calls, finish reason, usage, ``model`` = the client's model name).
+  §9.3 — tool calls, finish reason, usage, ``model`` = the client's model name).  Reasoning
+  text travels in the non-standard ``reasoning_content`` field (``reasoning`` is read too); see
+  ``gateway.protocols.reasoning`` for that choice and for the effort <-> budget table.
 
 Content a chat message can hold but the neutral model cannot (``input_audio`` parts, custom
 tools, the deprecated ``function_call``) is refused with a 400 when a conversion is needed.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.protocols import fields
+from gateway.protocols import fields, reasoning
 from gateway.protocols.conversation import Conversation, File, Image, Part, Text, Tool, Turn
 from gateway.protocols.errors import UpstreamFormatError, invalid
 from gateway.protocols.estimate import estimate_texts, estimate_tokens
@@ -235,7 +237,7 @@ def from_conversation(conv: Conversation, model: str) -> dict[str, Any]:
     optional = (("max_tokens", conv.max_output_tokens), ("temperature", conv.temperature),
                 ("top_p", conv.top_p), ("stop", conv.stop),
                 ("parallel_tool_calls", conv.parallel_tool_calls), ("user", conv.user),
-                ("reasoning_effort", conv.reasoning_effort))
+                ("reasoning_effort", reasoning.effort(conv)))
     body.update((k, v) for k, v in optional if v is not None)
     if conv.output_format is not None:
         fmt = dict(conv.output_format)
@@ -280,12 +282,22 @@ def decode_reply(body: Any) -> Reply:
     reply.text = content if isinstance(content, str) else None
     if isinstance(message.get("refusal"), str):
         reply.refusal = message["refusal"]
+    reply.reasoning = reasoning_text(message)
     try:
         reply.tool_calls = _tool_calls(message.get("tool_calls"), "tool_calls")
     except Exception as exc:
         raise UpstreamFormatError("unreadable tool calls") from exc
     reply.finish = FINISH_REASONS.get(str(choice.get("finish_reason")), "stop")
     return reply
+
+
+def reasoning_text(message: dict[str, Any]) -> str | None:
+    """The reasoning a compatible server put on a message or delta (module doc)."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _created(value: Any) -> int:
@@ -297,6 +309,8 @@ def encode_reply(reply: Reply, model: str) -> dict[str, Any]:
     """``Reply`` -> a chat-completion answer for the client (model = the client's name)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.text,
                                "refusal": reply.refusal}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name,

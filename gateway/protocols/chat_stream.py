@@ -6,7 +6,8 @@ seen, whether ``[DONE]`` went out), never the text of the stream.
 The encoder follows the chat chunk shapes of §9.4: a first chunk with ``role``, content and
 tool-call deltas, a chunk carrying ``finish_reason``, a ``choices: []`` usage chunk only when
 the client asked ``stream_options.include_usage`` (then every other chunk carries
-``"usage": null`` as OpenAI's do), and ``data: [DONE]`` exactly once.
+``"usage": null`` as OpenAI's do), and ``data: [DONE]`` exactly once.  Reasoning travels as
+``delta.reasoning_content`` both ways (``gateway.protocols.reasoning``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import Any
 import orjson
 
 from gateway.billing.usage import Usage
-from gateway.protocols.chat import FINISH_REASONS
+from gateway.protocols.chat import FINISH_REASONS, reasoning_text
 from gateway.protocols.errors import UpstreamFormatError
 from gateway.protocols.events import (
     End,
     Failure,
     Finish,
     FinishReason,
+    ReasoningDelta,
     Start,
     StreamEvent,
     TextDelta,
@@ -86,6 +88,9 @@ class ChatStreamDecoder:
     def _choice(self, choice: dict[str, Any], events: list[StreamEvent]) -> None:
         delta = choice.get("delta")
         if isinstance(delta, dict):
+            thought = reasoning_text(delta)
+            if thought:
+                events.append(ReasoningDelta(thought))
             for key in ("content", "refusal"):
                 text = delta.get(key)
                 if isinstance(text, str) and text:
@@ -168,6 +173,8 @@ class ChatStreamEncoder:
         frames = self._start()
         if isinstance(event, TextDelta):
             frames.append(self._chunk({"content": event.text}))
+        elif isinstance(event, ReasoningDelta):
+            frames.extend(self._reasoning(event.text))
         elif isinstance(event, ToolCallStart):
             self._tool_seen = True
             frames.append(self._chunk({"tool_calls": [
@@ -182,6 +189,9 @@ class ChatStreamEncoder:
                 reason = "tool_calls"
             frames.append(self._chunk({}, reason))
         return frames
+
+    def _reasoning(self, text: str) -> list[bytes]:
+        return [self._chunk({"reasoning_content": text})] if text else []
 
     def close(self) -> list[bytes]:
         """The end of the client stream: ``[DONE]`` unless it already went out."""

@@ -107,3 +107,6 @@ class CompletionsStreamEncoder(ChatStreamEncoder):
 
     def _opening(self) -> list[bytes]:
         return []
+
+    def _reasoning(self, text: str) -> list[bytes]:
+        return []  # a text completion has nowhere to put reasoning

@@ -87,4 +87,9 @@ class Conversation:
     user: str | None = None
     #: JSON-schema / json-object output request: {"type": ..., "name"?, "schema"?, "strict"?}
     output_format: dict[str, Any] | None = None
+    #: reasoning settings (see ``gateway.protocols.reasoning`` for how they map between formats):
+    #: an OpenAI effort word, a token budget (0 = thinking off), and whether the client asked
+    #: to be shown the reasoning (Messages thinking, Google includeThoughts, Responses summary)
     reasoning_effort: str | None = None
+    reasoning_budget: int | None = None
+    include_reasoning: bool | None = None

@@ -21,6 +21,7 @@ from gateway.protocols.errors import UpstreamFormatError
 from gateway.protocols.estimate import tokens_for_bytes
 from gateway.protocols.events import (
     End,
+    ReasoningDelta,
     Reply,
     StreamEvent,
     TextDelta,
@@ -106,7 +107,7 @@ class ConvertingTranslator:
             raise UpstreamFormatError("unexpected upstream answer shape") from exc
         self.usage = reply.usage
         self.completed = True
-        for text in (reply.text, reply.refusal):
+        for text in (reply.text, reply.refusal, reply.reasoning):
             if text:
                 self._text_bytes += len(text.encode())
         for call in reply.tool_calls:
@@ -128,7 +129,7 @@ class ConvertingTranslator:
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
             raise UpstreamFormatError("unexpected upstream event shape") from exc
         for neutral in decoded:
-            if isinstance(neutral, TextDelta):
+            if isinstance(neutral, TextDelta | ReasoningDelta):
                 self._text_bytes += len(neutral.text.encode())
             elif isinstance(neutral, ToolArgsDelta):
                 self._text_bytes += len(neutral.arguments.encode())

@@ -9,6 +9,12 @@ encoder turns each into zero or more client frames immediately -- nothing buffer
 Tool calls are identified by ``index`` (their order in the answer, 0-based), which is how the
 chat format addresses them; formats keyed by item ids map to and from it.
 
+Reasoning ("thinking") text travels as ``ReasoningDelta`` / ``Reply.reasoning``.  A signature
+or encrypted payload (Messages ``signature``, Google ``thoughtSignature``, Responses
+``encrypted_content``) is read into ``signature`` but only the provider that issued it can
+verify it, and a conversion always crosses providers, so no encoder forwards one (same-format
+traffic goes through ``passthrough`` untouched, signatures included).
+
 Finish reasons use the chat vocabulary as the neutral one (§9.3 table): ``stop``, ``length``,
 ``tool_calls``, ``content_filter``.
 """
@@ -48,6 +54,14 @@ class TextDelta:
     """More answer text (refusal text included)."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """More reasoning text; ``signature`` set when the upstream sent one (see module doc)."""
+
+    text: str
+    signature: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +109,8 @@ class Failure:
     code: str | None = None
 
 
-StreamEvent = (Start | TextDelta | ToolCallStart | ToolArgsDelta | Finish | UsageReport | End
-               | Failure)
+StreamEvent = (Start | TextDelta | ReasoningDelta | ToolCallStart | ToolArgsDelta | Finish
+               | UsageReport | End | Failure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +133,9 @@ class Reply:
     finish: FinishReason = "stop"
     usage: Usage | None = None
     refusal: str | None = None
+    #: the model's reasoning text (thinking / thought summary), when the upstream showed it
+    reasoning: str | None = None
+    reasoning_signature: str | None = None
 
     def finish_reason(self) -> FinishReason:
         """A natural end that carried tool calls is a ``tool_calls`` end."""

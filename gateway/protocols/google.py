@@ -7,10 +7,13 @@
 - ``to_conversation`` / ``from_conversation``: ``contents`` <-> neutral turns.  Google function
   calls carry no id (newer APIs may): one is synthesised and the matching ``functionResponse``
   (same name, in order) gets it, so the other formats can pair them; in the other direction a
-  tool turn's function name is found from the call it answers.  ``thought`` parts are dropped,
-  non-function tools (search, code execution) and non-image media are refused with a 400.
+  tool turn's function name is found from the call it answers.  ``thought`` parts in the history
+  are dropped (``gateway.protocols.reasoning``: only their author can use them), ``thinkingConfig``
+  maps through that module's effort <-> budget table; non-function tools (search, code
+  execution) and non-image media are refused with a 400.
 - ``decode_reply`` / ``encode_reply`` / ``google_usage``: GenerateContentResponse in and out of
-  ``Reply``; ``modelVersion`` = the client's model name.
+  ``Reply``; ``modelVersion`` = the client's model name.  ``thought: true`` parts <->
+  ``Reply.reasoning`` (``thoughtSignature`` is read, never written on a converted answer).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from urllib.parse import unquote
 import orjson
 
 from gateway.billing.usage import Usage
-from gateway.protocols import fields
+from gateway.protocols import fields, reasoning
 from gateway.protocols.conversation import Conversation, Image, Part, Text, Tool, Turn
 from gateway.protocols.errors import UpstreamFormatError, invalid
 from gateway.protocols.estimate import estimate_texts, estimate_tokens
@@ -172,6 +175,7 @@ def to_conversation(body: dict[str, Any], stream: bool = False) -> Conversation:
         stop=stop if isinstance(stop, list) and stop else None,
         stream=stream,
         output_format=_output_format(config),
+        **reasoning.from_google_thinking(config),
     )
 
 
@@ -312,6 +316,9 @@ def from_conversation(conv: Conversation, model: str) -> dict[str, Any]:
         config["responseMimeType"] = "application/json"
         if isinstance(conv.output_format.get("schema"), dict):
             config["responseJsonSchema"] = conv.output_format["schema"]
+    thinking = reasoning.google_thinking(conv)
+    if thinking is not None:
+        config["thinkingConfig"] = thinking
     if config:
         body["generationConfig"] = config
     return body
@@ -360,23 +367,45 @@ def decode_candidate(body: dict[str, Any]) -> tuple[list[str], list[dict[str, An
     return texts, calls, str(reason) if reason else None
 
 
+def decode_thoughts(body: dict[str, Any]) -> tuple[list[str], str | None]:
+    """(thought texts, the first ``thoughtSignature``) of a response's first candidate."""
+    candidates = body.get("candidates")
+    if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
+        return [], None
+    thoughts: list[str] = []
+    signature: str | None = None
+    for part in (candidates[0].get("content") or {}).get("parts") or ():
+        if not isinstance(part, dict):
+            continue
+        if signature is None and isinstance(part.get("thoughtSignature"), str):
+            signature = part["thoughtSignature"]
+        if part.get("thought") is True and isinstance(part.get("text"), str) and part["text"]:
+            thoughts.append(part["text"])
+    return thoughts, signature
+
+
 def decode_reply(body: Any) -> Reply:
     """A GenerateContentResponse -> ``Reply`` (first candidate)."""
     if not isinstance(body, dict):
         raise UpstreamFormatError("not a generateContent answer")
     texts, calls, reason = decode_candidate(body)
+    thoughts, signature = decode_thoughts(body)
     tool_calls = [ToolCall(str(c.get("id") or new_id("call_")), str(c.get("name") or ""),
                            fields.json_text(c.get("args") or {})) for c in calls]
     return Reply(id=str(body.get("responseId") or ""), created=now_seconds(),
                  text="".join(texts) if texts or not tool_calls else None,
                  tool_calls=tool_calls,
                  finish=FINISH_REASONS.get(reason or "STOP", "stop"),
-                 usage=extract_usage("modelaction", body))
+                 usage=extract_usage("modelaction", body),
+                 reasoning="".join(thoughts) if thoughts else None,
+                 reasoning_signature=signature)
 
 
 def encode_reply(reply: Reply, model: str, _request: dict[str, Any]) -> dict[str, Any]:
     """``Reply`` -> a GenerateContentResponse for the client (``modelVersion`` = its name)."""
     parts: list[dict[str, Any]] = []
+    if reply.reasoning:
+        parts.append(thought_part(reply.reasoning))
     text = (reply.text or "") + (reply.refusal or "")
     if text or not reply.tool_calls:
         parts.append({"text": text})
@@ -390,6 +419,10 @@ def encode_reply(reply: Reply, model: str, _request: dict[str, Any]) -> dict[str
     if reply.usage is not None:
         body["usageMetadata"] = google_usage(reply.usage)
     return body
+
+
+def thought_part(text: str) -> dict[str, Any]:
+    return {"text": text, "thought": True}
 
 
 def function_call_part(call: ToolCall) -> dict[str, Any]:

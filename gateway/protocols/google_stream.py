@@ -8,7 +8,8 @@ the last one seen wins.
 Google sends function calls whole (§9.4: "args not streamed"), so the encoder keeps the
 arguments of the calls in progress (small JSON objects, not the answer text) and writes each
 call as one ``functionCall`` part in the closing chunk, together with ``finishReason`` and
-``usageMetadata``.  Text goes out chunk by chunk as it arrives.
+``usageMetadata``.  Text goes out chunk by chunk as it arrives; so does reasoning, as
+``thought: true`` parts (upstream thought parts become ``ReasoningDelta`` events).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gateway.protocols.events import (
     Failure,
     Finish,
     FinishReason,
+    ReasoningDelta,
     Start,
     StreamEvent,
     TextDelta,
@@ -38,9 +40,11 @@ from gateway.protocols.events import (
 from gateway.protocols.google import (
     FINISH_REASONS,
     decode_candidate,
+    decode_thoughts,
     finish_reason,
     function_call_part,
     google_usage,
+    thought_part,
 )
 from gateway.protocols.usage import extract_usage
 from gateway.sse import encode_event
@@ -79,6 +83,10 @@ class GoogleStreamDecoder:
             self._started = True
             events.append(Start(str(chunk.get("responseId") or ""), 0))
         texts, calls, reason = decode_candidate(chunk)
+        thoughts, signature = decode_thoughts(chunk)
+        events.extend(ReasoningDelta(t) for t in thoughts)
+        if signature is not None:
+            events.append(ReasoningDelta("", signature))
         events.extend(TextDelta(t) for t in texts if t)
         for call in calls:
             index = self._calls
@@ -129,6 +137,8 @@ class GoogleStreamEncoder:
             self._id = self._id or event.id
         elif isinstance(event, TextDelta):
             return [self._chunk([{"text": event.text}])]
+        elif isinstance(event, ReasoningDelta):
+            return [self._chunk([thought_part(event.text)])] if event.text else []
         elif isinstance(event, ToolCallStart):
             self._calls[event.index] = [event.id, event.name, ""]
         elif isinstance(event, ToolArgsDelta):

@@ -3,12 +3,16 @@
 - ``read_request``: checks the fields the gateway reads and estimates input tokens.
 - ``to_conversation`` / ``from_conversation``: the request in and out of the neutral model.
   ``system`` becomes a leading system turn; ``tool_result`` blocks become tool turns (placed
-  before the rest of their user message); ``thinking`` blocks are dropped (only the model that
-  wrote them can read them back); documents, server tools and other block types cannot be
-  expressed by the other formats and are refused with a 400 that names them.  Encoding for an
-  upstream always sets ``max_tokens`` (the Messages API requires it) and hoists every system
-  turn into ``system``.
-- ``decode_reply`` / ``encode_reply``: a message object in and out of ``Reply``.
+  before the rest of their user message); ``thinking`` blocks in the history are dropped (only
+  the model that wrote them can read them back); ``thinking`` settings map as
+  ``gateway.protocols.reasoning`` says (with thinking on, ``temperature``/``top_p`` are not sent
+  -- Messages refuses them then -- and a forced tool choice leaves thinking off); documents,
+  server tools and other block types cannot be expressed by the other formats and are refused
+  with a 400 that names them.  Encoding for an upstream always sets ``max_tokens`` (the
+  Messages API requires it) and hoists every system turn into ``system``.
+- ``decode_reply`` / ``encode_reply``: a message object in and out of ``Reply``; ``thinking``
+  blocks <-> ``Reply.reasoning`` (a converted answer's thinking block carries an empty
+  ``signature``: no foreign signature is valid here; ``redacted_thinking`` only passes through).
 - ``messages_usage``: ``Usage`` as a Messages ``usage`` object, whose ``input_tokens`` excludes
   cache reads and writes (§9.3).
 """
@@ -20,7 +24,7 @@ from typing import Any
 import orjson
 
 from gateway.billing.usage import Usage
-from gateway.protocols import fields
+from gateway.protocols import fields, reasoning
 from gateway.protocols.conversation import Conversation, Image, Part, Text, Tool, Turn
 from gateway.protocols.errors import UpstreamFormatError, invalid
 from gateway.protocols.estimate import estimate_texts, estimate_tokens
@@ -172,6 +176,7 @@ def to_conversation(body: dict[str, Any]) -> Conversation:
         stop=body.get("stop_sequences") or None,
         stream=fields.flag(body, "stream"),
         user=user if isinstance(user, str) else None,
+        **reasoning.from_messages_thinking(body.get("thinking")),
     )
 
 
@@ -277,8 +282,14 @@ def from_conversation(conv: Conversation, model: str) -> dict[str, Any]:
     choice = _encode_tool_choice(conv)
     if choice is not None:
         body["tool_choice"] = choice
-    optional = (("temperature", conv.temperature), ("top_p", conv.top_p),
-                ("stop_sequences", conv.stop))
+    thinking = None if conv.forced_tool is not None or conv.tool_choice == "required" \
+        else reasoning.messages_thinking(conv, conv.max_output_tokens)
+    if thinking is not None:
+        body["thinking"] = thinking
+        if conv.max_output_tokens is None:  # thinking counts inside max_tokens
+            body["max_tokens"] = DEFAULT_MAX_TOKENS + thinking["budget_tokens"]
+    optional = (("temperature", None if thinking else conv.temperature),
+                ("top_p", None if thinking else conv.top_p), ("stop_sequences", conv.stop))
     body.update((k, v) for k, v in optional if v is not None)
     if conv.user is not None:
         body["metadata"] = {"user_id": conv.user}
@@ -319,11 +330,17 @@ def decode_reply(body: Any) -> Reply:
     if not isinstance(body, dict) or not isinstance(body.get("content"), list):
         raise UpstreamFormatError("not a message")
     texts: list[str] = []
+    thoughts: list[str] = []
+    signature: str | None = None
     calls: list[ToolCall] = []
     for block in body["content"]:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            thoughts.append(block["thinking"])
+            if isinstance(block.get("signature"), str) and block["signature"]:
+                signature = block["signature"]
         elif kind == "tool_use":
             calls.append(ToolCall(str(block.get("id") or new_id("toolu_")),
                                   str(block.get("name") or ""),
@@ -331,12 +348,16 @@ def decode_reply(body: Any) -> Reply:
     return Reply(id=str(body.get("id") or ""), created=now_seconds(),
                  text="".join(texts) if texts or not calls else None, tool_calls=calls,
                  finish=STOP_REASONS.get(str(body.get("stop_reason")), "stop"),
-                 usage=extract_usage("messages", body))
+                 usage=extract_usage("messages", body),
+                 reasoning="".join(thoughts) if thoughts else None,
+                 reasoning_signature=signature)
 
 
 def encode_reply(reply: Reply, model: str, _request: dict[str, Any]) -> dict[str, Any]:
     """``Reply`` -> a message object for the client (model = the client's name)."""
     content: list[dict[str, Any]] = []
+    if reply.reasoning:
+        content.append(thinking_block(reply.reasoning))
     text = (reply.text or "") + (reply.refusal or "")
     if text or not reply.tool_calls:
         content.append({"type": "text", "text": text})
@@ -352,6 +373,11 @@ def encode_reply(reply: Reply, model: str, _request: dict[str, Any]) -> dict[str
             "content": content, "stop_reason": stop_reason(reply.finish_reason()),
             "stop_sequence": None,
             "usage": messages_usage(reply.usage or Usage())}
+
+
+def thinking_block(text: str) -> dict[str, Any]:
+    """A ``thinking`` block of a converted answer (no signature can be valid: module doc)."""
+    return {"type": "thinking", "thinking": text, "signature": ""}
 
 
 def messages_usage(usage: Usage) -> dict[str, Any]:

@@ -10,6 +10,11 @@ block ``content_block_start`` / ``content_block_delta`` / ``content_block_stop``
 ``message_delta`` (stop reason + full usage) and ``message_stop``.  Because chat upstreams
 report usage after their finish chunk, the ``message_delta`` is written at the end, when both
 are known.  Only small state is kept (block indexes, the stop reason), never the text.
+
+Thinking: upstream ``thinking`` blocks (``thinking_delta``, ``signature_delta``) become
+``ReasoningDelta`` events; ``redacted_thinking`` is opaque and dropped (it only passes through
+to a Messages client of a Messages channel).  Reasoning from other formats is written as a
+``thinking`` block with an empty ``signature`` (no ``signature_delta``: none would be valid).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from gateway.protocols.events import (
     Failure,
     Finish,
     FinishReason,
+    ReasoningDelta,
     Start,
     StreamEvent,
     TextDelta,
@@ -35,7 +41,7 @@ from gateway.protocols.events import (
     new_id,
     now_seconds,
 )
-from gateway.protocols.messages import STOP_REASONS, messages_usage, stop_reason
+from gateway.protocols.messages import STOP_REASONS, messages_usage, stop_reason, thinking_block
 from gateway.protocols.usage import extract_usage, merge_usage_objects
 from gateway.sse import encode_event
 
@@ -84,11 +90,19 @@ class MessagesStreamDecoder:
                                       str(block.get("name") or ""))]
             if block.get("type") == "text" and block.get("text"):
                 return [TextDelta(str(block["text"]))]
+            if block.get("type") == "thinking" and (block.get("thinking")
+                                                    or block.get("signature")):
+                return [ReasoningDelta(str(block.get("thinking") or ""),
+                                       block.get("signature") or None)]
             return []
         if kind == "content_block_delta":
             delta = payload.get("delta") or {}
             if delta.get("type") == "text_delta" and delta.get("text"):
                 return [TextDelta(str(delta["text"]))]
+            if delta.get("type") == "thinking_delta" and delta.get("thinking"):
+                return [ReasoningDelta(str(delta["thinking"]))]
+            if delta.get("type") == "signature_delta" and delta.get("signature"):
+                return [ReasoningDelta("", str(delta["signature"]))]
             if delta.get("type") == "input_json_delta" and delta.get("partial_json"):
                 tool = self._tools.get(int(payload.get("index", 0)))
                 if tool is not None:
@@ -108,7 +122,7 @@ class MessagesStreamDecoder:
             error = payload.get("error") or {}
             return [Failure(str(error.get("message") or "upstream error"),
                             str(error.get("type") or "upstream_error"))]
-        return []  # ping, content_block_stop, thinking and unknown events
+        return []  # ping, content_block_stop, redacted thinking and unknown events
 
     def _add_usage(self, usage: Any) -> bool:
         if not isinstance(usage, dict):
@@ -130,6 +144,7 @@ class MessagesStreamEncoder:
         self._next_block = 0
         self._open: list[int] = []
         self._text_block: int | None = None
+        self._thinking_block: int | None = None
         self._tool_blocks: dict[int, int] = {}
         self._tool_seen = False
         self._reason: FinishReason = "stop"
@@ -156,6 +171,7 @@ class MessagesStreamEncoder:
         frames = [_event({"type": "content_block_stop", "index": i}) for i in self._open]
         self._open.clear()
         self._text_block = None
+        self._thinking_block = None
         return frames
 
     def encode(self, event: StreamEvent) -> list[bytes]:
@@ -179,6 +195,16 @@ class MessagesStreamEncoder:
                 frames.append(frame)
             frames.append(_event({"type": "content_block_delta", "index": self._text_block,
                                   "delta": {"type": "text_delta", "text": event.text}}))
+        elif isinstance(event, ReasoningDelta):
+            if not event.text:
+                return frames  # a signature alone: foreign, never forwarded
+            if self._thinking_block is None:
+                frames.extend(self._close_blocks())
+                index, frame = self._open_block(thinking_block(""))
+                self._thinking_block = index
+                frames.append(frame)
+            frames.append(_event({"type": "content_block_delta", "index": self._thinking_block,
+                                  "delta": {"type": "thinking_delta", "thinking": event.text}}))
         elif isinstance(event, ToolCallStart):
             self._tool_seen = True
             frames.extend(self._close_blocks())

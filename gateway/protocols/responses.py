@@ -9,14 +9,17 @@
   (what a chat client expects: nothing kept upstream).
 - ``decode_reply`` / ``encode_reply`` / ``response_object``: the response object in and out of
   ``Reply``; tool calls are ``function_call`` items in ``output[]`` (§9.3), the finish reason is
-  ``status`` + ``incomplete_details``.
+  ``status`` + ``incomplete_details``.  ``reasoning`` output items (their ``summary`` text, or
+  ``reasoning_text`` content from open-weight servers) <-> ``Reply.reasoning``; an item we
+  build carries no ``encrypted_content`` (none from another provider would be valid).
+  ``reasoning`` settings map as ``gateway.protocols.reasoning`` says.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.protocols import fields
+from gateway.protocols import fields, reasoning
 from gateway.protocols.conversation import Conversation, File, Image, Part, Text, Tool, Turn
 from gateway.protocols.errors import UpstreamFormatError, invalid
 from gateway.protocols.estimate import estimate_texts, estimate_tokens
@@ -125,7 +128,7 @@ def to_conversation(body: dict[str, Any]) -> Conversation:
         else:
             raise invalid(f"input item type {kind!r} is not supported by this channel", where)
     text = fields.optional_object(body, "text")
-    reasoning = fields.optional_object(body, "reasoning")
+    settings = fields.optional_object(body, "reasoning")
     return Conversation(
         turns=turns,
         tools=_tools(body.get("tools")),
@@ -137,7 +140,7 @@ def to_conversation(body: dict[str, Any]) -> Conversation:
         parallel_tool_calls=body.get("parallel_tool_calls"),
         user=body.get("user"),
         output_format=text.get("format") if isinstance(text.get("format"), dict) else None,
-        reasoning_effort=reasoning.get("effort"),
+        **reasoning.from_responses_reasoning(settings),
     )
 
 
@@ -205,8 +208,9 @@ def from_conversation(conv: Conversation, model: str) -> dict[str, Any]:
     body.update((k, v) for k, v in optional if v is not None)
     if conv.output_format is not None:
         body["text"] = {"format": conv.output_format}
-    if conv.reasoning_effort is not None:
-        body["reasoning"] = {"effort": conv.reasoning_effort}
+    settings = reasoning.responses_reasoning(conv)
+    if settings is not None:
+        body["reasoning"] = settings
     if conv.stream:
         body["stream"] = True
     return body
@@ -244,6 +248,7 @@ def decode_reply(body: Any) -> Reply:
                   text=None, usage=extract_usage("responses", body),
                   finish=finish_from_status(body.get("status"), body.get("incomplete_details")))
     texts: list[str] = []
+    thoughts: list[str] = []
     for item in body["output"]:
         if not isinstance(item, dict):
             raise UpstreamFormatError("output items must be objects")
@@ -256,6 +261,10 @@ def decode_reply(body: Any) -> Reply:
                     reply.refusal = (reply.refusal or "") + str(part.get("refusal") or "")
             if pieces:
                 texts.append("".join(pieces))
+        elif item.get("type") == "reasoning":
+            thoughts.extend(reasoning_item_texts(item))
+            if isinstance(item.get("encrypted_content"), str):
+                reply.reasoning_signature = item["encrypted_content"]
         elif item.get("type") == "function_call":
             if not isinstance(item.get("name"), str):
                 raise UpstreamFormatError("function_call without a name")
@@ -264,7 +273,24 @@ def decode_reply(body: Any) -> Reply:
                                              item["name"],
                                              arguments if isinstance(arguments, str) else "{}"))
     reply.text = "\n".join(texts) if texts else None
+    reply.reasoning = "\n\n".join(thoughts) if thoughts else None
     return reply
+
+
+def reasoning_item_texts(item: dict[str, Any]) -> list[str]:
+    """The summary texts of a reasoning item (else its full ``reasoning_text`` content)."""
+    summary = [str(p.get("text") or "") for p in item.get("summary") or ()
+               if isinstance(p, dict) and p.get("type") == "summary_text"]
+    if summary:
+        return summary
+    return [str(p.get("text") or "") for p in item.get("content") or ()
+            if isinstance(p, dict) and p.get("type") == "reasoning_text"]
+
+
+def reasoning_item(item_id: str, summary: list[str], status: str = "completed"
+                   ) -> dict[str, Any]:
+    return {"type": "reasoning", "id": item_id, "status": status,
+            "summary": [{"type": "summary_text", "text": text} for text in summary]}
 
 
 def message_item(item_id: str, text: str | None, refusal: str | None = None,
@@ -316,6 +342,8 @@ def status_for(finish: FinishReason) -> str:
 def encode_reply(reply: Reply, model: str, request: dict[str, Any]) -> dict[str, Any]:
     """``Reply`` -> a response object for the client (model = the client's name)."""
     output: list[dict[str, Any]] = []
+    if reply.reasoning:
+        output.append(reasoning_item(new_id("rs_"), [reply.reasoning]))
     if reply.text is not None or reply.refusal is not None:
         output.append(message_item(new_id("msg_"), reply.text, reply.refusal))
     output.extend(call_item(new_id("fc_"), call) for call in reply.tool_calls)

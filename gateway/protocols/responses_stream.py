@@ -11,6 +11,13 @@ The encoder emits the event sequence official SDKs expect (§9.4): ``response.cr
 usage.  Every event carries ``sequence_number``.  The ``…done`` events and the final response
 object must repeat the produced text and arguments, so the encoder keeps the *generated output*
 (bounded by the output limit) -- never the raw upstream stream.
+
+Reasoning: upstream ``response.reasoning_summary_text.delta`` (and ``reasoning_text.delta``)
+become ``ReasoningDelta`` events (summary parts after the first are joined by a blank line);
+for the client, reasoning is one ``reasoning`` output item with one summary part:
+``output_item.added`` -> ``reasoning_summary_part.added`` -> ``reasoning_summary_text.delta``
+… -> ``reasoning_summary_text.done`` -> ``reasoning_summary_part.done`` ->
+``output_item.done``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from gateway.protocols.events import (
     Failure,
     Finish,
     FinishReason,
+    ReasoningDelta,
     Start,
     StreamEvent,
     TextDelta,
@@ -40,6 +48,7 @@ from gateway.protocols.responses import (
     call_item,
     finish_from_status,
     message_item,
+    reasoning_item,
     response_id_for,
     response_object,
     status_for,
@@ -64,6 +73,7 @@ class ResponsesStreamDecoder:
         self.usage: Usage | None = None
         self._tools: dict[Any, int] = {}   # output_index / item id -> neutral tool index
         self._tool_count = 0
+        self._summary: tuple[Any, Any] | None = None  # (item id, summary index) last seen
 
     def decode(self, data: bytes, event: str | None = None) -> list[StreamEvent]:
         try:
@@ -76,6 +86,15 @@ class ResponsesStreamDecoder:
         if kind in ("response.output_text.delta", "response.refusal.delta"):
             delta = payload.get("delta")
             return [TextDelta(delta)] if isinstance(delta, str) and delta else []
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            delta = payload.get("delta")
+            if not isinstance(delta, str) or not delta:
+                return []
+            key = (payload.get("item_id"), payload.get("summary_index"))
+            if self._summary is not None and self._summary != key:
+                delta = "\n\n" + delta
+            self._summary = key
+            return [ReasoningDelta(delta)]
         if kind == "response.function_call_arguments.delta":
             index = self._tools.get(payload.get("item_id"),
                                     self._tools.get(payload.get("output_index")))
@@ -164,6 +183,7 @@ class ResponsesStreamEncoder:
         self._done = False
         self._output: list[dict[str, Any] | None] = []
         self._message: tuple[int, str, list[str]] | None = None
+        self._reasoning: tuple[int, str, list[str]] | None = None
         self._calls: dict[int, _OpenCall] = {}
         self._finish: FinishReason = "stop"
         self._usage: Usage | None = None
@@ -206,8 +226,14 @@ class ResponsesStreamEncoder:
             return self.error(event.message, event.type, event.code)
         frames = self._start()
         if isinstance(event, TextDelta):
+            frames.extend(self._close_reasoning())
             frames.extend(self._text(event.text))
+        elif isinstance(event, ReasoningDelta):
+            if event.text:
+                frames.extend(self._close_message())
+                frames.extend(self._think(event.text))
         elif isinstance(event, ToolCallStart):
+            frames.extend(self._close_reasoning())
             frames.extend(self._close_message())
             frames.extend(self._open_call(event.index, event.id, event.name))
         elif isinstance(event, ToolArgsDelta):
@@ -240,6 +266,39 @@ class ResponsesStreamEncoder:
                                   output_index=index, content_index=0, delta=text,
                                   logprobs=[]))
         return frames
+
+    def _think(self, text: str) -> list[bytes]:
+        frames: list[bytes] = []
+        if self._reasoning is None:
+            index, item_id = len(self._output), new_id("rs_")
+            self._output.append(None)
+            self._reasoning = (index, item_id, [])
+            frames.append(self._event("response.output_item.added", output_index=index,
+                                      item=reasoning_item(item_id, [], "in_progress")))
+            frames.append(self._event("response.reasoning_summary_part.added", item_id=item_id,
+                                      output_index=index, summary_index=0,
+                                      part={"type": "summary_text", "text": ""}))
+        index, item_id, pieces = self._reasoning
+        pieces.append(text)
+        frames.append(self._event("response.reasoning_summary_text.delta", item_id=item_id,
+                                  output_index=index, summary_index=0, delta=text))
+        return frames
+
+    def _close_reasoning(self) -> list[bytes]:
+        if self._reasoning is None:
+            return []
+        index, item_id, pieces = self._reasoning
+        self._reasoning = None
+        text = "".join(pieces)
+        item = reasoning_item(item_id, [text])
+        self._output[index] = item
+        return [
+            self._event("response.reasoning_summary_text.done", item_id=item_id,
+                        output_index=index, summary_index=0, text=text),
+            self._event("response.reasoning_summary_part.done", item_id=item_id,
+                        output_index=index, summary_index=0, part=item["summary"][0]),
+            self._event("response.output_item.done", output_index=index, item=item),
+        ]
 
     def _close_message(self) -> list[bytes]:
         if self._message is None:
@@ -287,6 +346,7 @@ class ResponsesStreamEncoder:
         if self._done:
             return []
         frames = self._start()
+        frames.extend(self._close_reasoning())
         frames.extend(self._close_message())
         frames.extend(self._close_calls())
         self._done = True

@@ -1,5 +1,5 @@
 """Operational settings: rate limits, reliability, log retention, content filters, SSRF policy,
-auto-update, Redis and multi-node (console contract §5.4).
+auto-update, Redis, multi-node and async-task upstreams (console contract §5.4).
 
 Cross-key rules (Redis needs an address, multi-node needs a node name) are checked by
 ``catalog_update`` once the whole PUT body is known.
@@ -7,9 +7,41 @@ Cross-key rules (Redis needs an address, multi-node needs a node name) are check
 
 from __future__ import annotations
 
-from gateway.settings.catalog import Spec, http_url, int_range, one_of
+from gateway.settings.catalog import Check, SettingError, Spec, http_url, int_range, one_of
 
 MILLION = 1_000_000
+#: what an upstream path prefix may never contain ("//" could name another host)
+_FORBIDDEN = ("..", "?", "#", "\\", "//")
+
+
+def _printable(text: str) -> bool:
+    return all(ch.isprintable() and not ch.isspace() for ch in text)
+
+
+def path_prefix(key: str) -> Check:
+    """An upstream path prefix (gateway contract §0, §13.5): "/x[/y]", no query, fragment or
+    "..", stored without a trailing slash so joining it with "/<rest>" is unambiguous."""
+
+    def check(text: str) -> str:
+        prefix = text.rstrip("/")
+        if not text.startswith("/") or not prefix or len(prefix) > 200 \
+                or any(part in prefix for part in _FORBIDDEN) or not _printable(prefix):
+            raise SettingError(key, f"{key} must be a path starting with / (no '..', '?' "
+                                    "or '#')")
+        return prefix
+
+    return check
+
+
+def model_name(key: str) -> Check:
+    """A default model name: non-empty, printable, no whitespace, at most 255 characters."""
+
+    def check(text: str) -> str:
+        if not text or len(text) > 255 or not _printable(text):
+            raise SettingError(key, f"{key} must be a non-empty model name without spaces")
+        return text
+
+    return check
 
 
 def specs() -> list[Spec]:
@@ -68,4 +100,14 @@ def specs() -> list[Spec]:
         Spec("node_address_mode", "text", "single"),
         Spec("node_addresses", "text", ""),
         Spec("current_node_name", "text", "", readonly=True),
+        # async-task upstreams (gateway contract §0, §13.5): real providers use their own paths
+        Spec("artjob_upstream_path_prefix", "text", "/v1/artjob",
+             check=path_prefix("artjob_upstream_path_prefix")),
+        Spec("clipgen2_upstream_path_prefix", "text", "/v1/clipgen2",
+             check=path_prefix("clipgen2_upstream_path_prefix")),
+        # the origin hard-codes a vendor model id; ours is a neutral name an admin maps
+        Spec("clipgen2_default_model", "text", "clipgen2",
+             check=model_name("clipgen2_default_model")),
+        Spec("task_ttl_seconds", "text", "86400",
+             check=int_range("task_ttl_seconds", 60, 2_592_000)),
     ]

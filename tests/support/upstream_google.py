@@ -12,6 +12,8 @@ Google knobs come from the model name in the path.  Deterministic usage: ``promp
 ``thoughtsTokenCount`` of ``THOUGHTS`` -- billed as output, as the contract says.  Streams
 (``:streamGenerateContent?alt=sse``) send one chunk per content piece and put
 ``finishReason`` and ``usageMetadata`` on the last chunk; a function call comes whole.
+When the request asks ``thinkingConfig.includeThoughts``, the answer starts with the thought
+part ``THOUGHT_PART`` (its own chunk when streamed).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from tests.support.upstream_messages import error_body as messages_error_body
 from tests.support.upstream_messages import messages_answer, native_prompt_tokens
 
 THOUGHTS = 2
+THOUGHT_PART = {"text": "fake thought", "thought": True, "thoughtSignature": "fake-signature"}
 CACHED = 1
 _STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
            404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
@@ -82,11 +85,15 @@ def google_answer(fake: Any, request: Any, body: dict[str, Any], knobs: Knobs, m
             payload["usageMetadata"] = usage
         return payload
 
+    thinking = ((body.get("generationConfig") or {}).get("thinkingConfig") or {})
+    thoughts = [dict(THOUGHT_PART)] if thinking.get("includeThoughts") is True else []
     if not stream:
         parts = [call] if knobs.tools else [
             {"text": "".join(content_piece(i) for i in range(count))}]
-        return fake._send_json(request, chunk(parts, reason), knobs)
+        return fake._send_json(request, chunk(thoughts + parts, reason), knobs)
     plan = Plan(knobs, b"text/event-stream")
+    if thoughts:
+        plan.add(b"data: " + orjson.dumps(chunk(thoughts)) + b"\n\n")
     if knobs.tools:
         for _piece in TOOL_ARGUMENT_PIECES[:-1]:  # a thought-only chunk per piece
             plan.add(b"data: " + orjson.dumps(chunk([{"text": "", "thought": True}]))

@@ -110,8 +110,9 @@ def test_google_stream_to_messages_client_rebuilds_one_message() -> None:
             translator.stream_event(event)))
     assert translator.finish() == []
     message = _accumulate(payloads)
-    text, call = message.content
-    assert text.type == "text" and text.text == "Hello"
+    text, thought, more, call = message.content  # the thought part sits between the texts
+    assert text.type == "text" and more.type == "text" and text.text + more.text == "Hello"
+    assert thought.type == "thinking" and thought.thinking == "pondering"
     assert call.type == "tool_use" and call.input == {"q": "x"}
     assert message.stop_reason == "tool_use"
     assert message.usage.output_tokens == 10 and message.usage.input_tokens == 10

@@ -119,6 +119,10 @@ def _accumulate(payloads: list[dict]) -> Message:
             delta, block = payload["delta"], message["content"][payload["index"]]
             if delta["type"] == "text_delta":
                 block["text"] += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = delta["signature"]
             else:
                 arguments[payload["index"]] = arguments.get(payload["index"], "") \
                     + delta["partial_json"]
