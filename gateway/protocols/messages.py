@@ -6,7 +6,8 @@
   before the rest of their user message); ``thinking`` blocks in the history are dropped (only
   the model that wrote them can read them back); ``thinking`` settings map as
   ``gateway.protocols.reasoning`` says (with thinking on, ``temperature``/``top_p`` are not sent
-  -- Messages refuses them then -- and a forced tool choice leaves thinking off); documents,
+  -- Messages refuses them then -- and a forced tool choice, or a tool loop whose earlier
+  thinking cannot be replayed, leaves thinking off); documents,
   server tools and other block types cannot be expressed by the other formats and are refused
   with a 400 that names them.  Encoding for an upstream always sets ``max_tokens`` (the
   Messages API requires it) and hoists every system turn into ``system``.
@@ -282,7 +283,7 @@ def from_conversation(conv: Conversation, model: str) -> dict[str, Any]:
     choice = _encode_tool_choice(conv)
     if choice is not None:
         body["tool_choice"] = choice
-    thinking = None if conv.forced_tool is not None or conv.tool_choice == "required" \
+    thinking = None if _thinking_impossible(conv) \
         else reasoning.messages_thinking(conv, conv.max_output_tokens)
     if thinking is not None:
         body["thinking"] = thinking
@@ -296,6 +297,15 @@ def from_conversation(conv: Conversation, model: str) -> dict[str, Any]:
     if conv.stream:
         body["stream"] = True
     return body
+
+
+def _thinking_impossible(conv: Conversation) -> bool:
+    """Messages refuses thinking with a forced tool, and inside a tool loop unless the last
+    assistant turn starts with its own signed thinking -- which a conversion never has."""
+    if conv.forced_tool is not None or conv.tool_choice == "required":
+        return True
+    last = next((t for t in reversed(conv.turns) if t.role == "assistant"), None)
+    return last is not None and bool(last.tool_calls)
 
 
 def _tool(tool: Tool) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Pure.  ``compat-video`` channels take the client body with ``model`` swapped; ``imgvideo``
 channels take a mapped body (``model_name``, ``image``, ``aspect_ratio``, ``num_videos``,
 ``duration`` as a string).  The status path of a task is fixed here at submission and stored,
-so a poll never has to guess the family again.
+so a poll never has to guess the family again.  The artjob and clipgen2 upstream path prefixes
+are settings (contract §0: real providers use their own), passed in by the caller.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from gateway.channel_types import ARTJOB, COMPAT_VIDEO, IMGVIDEO
 
 VIDEO_TYPES = (COMPAT_VIDEO, IMGVIDEO)
 ARTJOB_TYPES = (ARTJOB,)
-ARTJOB_STATUS = "/v1/artjob/"
+#: the client-facing path prefixes (also the default upstream ones)
+ARTJOB_PREFIX = "/v1/artjob"
+CLIPGEN2_PREFIX = "/v1/clipgen2"
+ARTJOB_STATUS = ARTJOB_PREFIX + "/"
 #: the 14 artjob actions of gateway contract §14 (besides ``generations`` and ``imagine``)
 ARTJOB_ACTIONS = frozenset({
     "blend", "describe", "edits", "high-variation", "inpaint", "low-variation", "modal", "pan",
@@ -81,14 +85,24 @@ def video_family(channel_type: str, body: dict[str, Any],
             "/v1/video/generations/")
 
 
-def compat_video(channel_type: str, path: str, body: dict[str, Any],
-                 upstream_model: str) -> tuple[str, dict[str, Any], str]:
+def rebase(path: str, client_prefix: str, upstream_prefix: str) -> str:
+    """``path`` with its ``client_prefix`` swapped for ``upstream_prefix`` (else unchanged)."""
+    if path.startswith(client_prefix + "/"):
+        return upstream_prefix + path[len(client_prefix):]
+    return path
+
+
+def compat_video(channel_type: str, path: str, body: dict[str, Any], upstream_model: str,
+                 clipgen2_prefix: str = CLIPGEN2_PREFIX) -> tuple[str, dict[str, Any], str]:
     """(create path, upstream body, status path prefix) of a compatible video-kind task."""
     if channel_type == IMGVIDEO:
         return IMGVIDEO_PATH, imgvideo_body(body, upstream_model), IMGVIDEO_PATH + "/"
-    return path, {**body, "model": upstream_model}, "/v1/tasks/"
+    return (rebase(path, CLIPGEN2_PREFIX, clipgen2_prefix), {**body, "model": upstream_model},
+            "/v1/tasks/")
 
 
-def artjob(path: str, body: dict[str, Any], upstream_model: str) -> tuple[str, dict[str, Any], str]:
-    """(create path, upstream body, status path prefix) of an artjob task: the client's path."""
-    return path, {**body, "model": upstream_model}, ARTJOB_STATUS
+def artjob(path: str, body: dict[str, Any], upstream_model: str,
+           prefix: str = ARTJOB_PREFIX) -> tuple[str, dict[str, Any], str]:
+    """(create path, upstream body, status path prefix) of an artjob task: the client's path
+    under the configured upstream ``prefix``, polled at ``<prefix>/<upstream id>``."""
+    return rebase(path, ARTJOB_PREFIX, prefix), {**body, "model": upstream_model}, prefix + "/"

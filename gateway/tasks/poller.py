@@ -47,8 +47,8 @@ class TaskPoller:
         #: tells every node that a user's balance changed (a refund), so their wallet
         #: caches reload it; without it only this node's cache is refreshed
         self.announce_user = announce_user
-        #: a task still open this long after submission is expired (and refunded)
-        self.task_ttl = task_ttl
+        #: used when no ``task_ttl_seconds`` setting is stored (see ``task_ttl``)
+        self._task_ttl = task_ttl
         self.node = (node or "node")[:40]
         self.interval = interval
         self.lease = lease
@@ -64,6 +64,24 @@ class TaskPoller:
         #: totals for stats and tests
         self.polls = 0
         self.rounds = 0
+
+    @property
+    def task_ttl(self) -> float:
+        """How long a task may stay open before it is expired (and refunded), read at use time:
+        the ``task_ttl_seconds`` setting when one is stored, else the constructor value."""
+        stored = self.ctx.settings.raw("task_ttl_seconds")
+        if stored is not None:
+            try:
+                seconds = float(int(stored.strip()))
+            except ValueError:
+                seconds = 0.0
+            if seconds > 0:
+                return seconds
+        return self._task_ttl
+
+    @task_ttl.setter
+    def task_ttl(self, seconds: float) -> None:
+        self._task_ttl = seconds
 
     # --- lifecycle --------------------------------------------------------------------------
 

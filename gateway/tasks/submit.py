@@ -68,7 +68,7 @@ class TaskCall(GatewayCall):
         caller = await self._caller()
         body = self._body()
         model = (body.get("model") or body.get("model_name") or body.get("modelName")
-                 or self.route.default_model)
+                 or self._default_model())
         if not isinstance(model, str) or not model.strip():
             raise errors.model_not_specified()
         model = normalize_model_name(model)
@@ -93,16 +93,25 @@ class TaskCall(GatewayCall):
             parent_up = (parent["upstream_task_id"] if parent else "") or self.parent_id
             body = {**body, "parent_task_id": parent_up}
             path = f"/v1/videos/{bodies.segment(parent_up)}/remix"
+        settings = self.ctx.settings
         if self.route.kind == "artjob":
-            path, up_body, status_prefix = bodies.artjob(path, body, upstream_model)
+            path, up_body, status_prefix = bodies.artjob(
+                path, body, upstream_model, settings.text("artjob_upstream_path_prefix"))
         elif self.route.family == "video":
             path, up_body, status_prefix = bodies.video_family(channel_type, body,
                                                                upstream_model)
         else:
-            path, up_body, status_prefix = bodies.compat_video(channel_type, path, body,
-                                                               upstream_model)
+            path, up_body, status_prefix = bodies.compat_video(
+                channel_type, path, body, upstream_model,
+                settings.text("clipgen2_upstream_path_prefix"))
         answer = await self._submit(channel, channel_type, path, up_body)
         await self._store(priced, cost, model, body, answer, status_prefix)
+
+    def _default_model(self) -> str | None:
+        """The route's default model; clipgen2's is a setting (gateway contract §13.5)."""
+        if self.route.path.startswith(bodies.CLIPGEN2_PREFIX + "/"):
+            return self.ctx.settings.text("clipgen2_default_model") or None
+        return self.route.default_model
 
     def _body(self) -> dict[str, Any]:
         raw = read_body(self.request, self.ctx.max_body_bytes)

@@ -12,8 +12,9 @@ Answer shapes: ``/v1/video/generations`` and ``/v1/videos/generations`` create a
 ``{"id", "status"}``; ``/v1/videos/image2video`` answers the provider shape
 ``{"code": 0, "request_id": "req-..", "data": {"task_id", "task_status"}}`` (the top-level
 ``request_id`` is *not* the task id).  Status paths: ``/v1/video/generations/<id>``,
-``/v1/videos/image2video/<id>``, ``/v1/tasks/<id>``, ``/v1/artjob/<id>`` (artjob and
-``/v1/images/generations`` tasks end with image URLs and ``buttons``).
+``/v1/videos/image2video/<id>``, ``/v1/tasks/<id>``, ``/v1/artjob/<id>`` plus any added to
+``status_prefixes`` (artjob and ``/v1/images/generations`` tasks end with image URLs and
+``buttons``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class FakeTaskUpstream(Resource):
         self.requests: list[Seen] = []
         self.next_scripts: list[tuple[tuple[float, str], ...]] = []
         self.default_script = DEFAULT_SCRIPT
+        #: status path prefixes answered (a test with a custom upstream prefix adds its own)
+        self.status_prefixes: list[str] = list(STATUS_PREFIXES)
         self.submit_failures = 0
         self.poll_failures = 0
         self.in_flight = 0
@@ -138,7 +141,7 @@ class FakeTaskUpstream(Resource):
         return orjson.dumps({"id": uid, "status": status})
 
     def _status(self, request: Any, path: str) -> Any:
-        prefix = next((p for p in STATUS_PREFIXES if path.startswith(p)), None)
+        prefix = next((p for p in self.status_prefixes if path.startswith(p)), None)
         task = self.tasks.get(path[len(prefix):]) if prefix else None
         if task is None:
             request.setResponseCode(404)

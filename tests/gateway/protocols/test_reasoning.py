@@ -113,6 +113,11 @@ def test_messages_budget_fits_under_max_tokens() -> None:
         "reasoning_effort": "high", "tools": [{"type": "function", "function": {
             "name": "f", "parameters": {"type": "object"}}}], "tool_choice": "required"})
     assert "thinking" not in forced
+    loop = _sent("chat", "messages", {"reasoning_effort": "high", "messages": [
+        *USER, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "4"}]})
+    assert "thinking" not in loop  # the tool_use turn has no signed thinking to replay
 
 
 @pytest.mark.parametrize("budget, effort", [
