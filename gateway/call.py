@@ -1,6 +1,6 @@
 """What every metered /v1 call shares: its state, the admission steps and its exits.
 
-``GatewayCall.run`` wraps a subclass's ``serve`` so that every exit -- success, refusal, upstream
+``GatewayCall.run`` wraps a subclass's ``_serve`` so that every exit -- success, refusal, upstream
 failure, client disconnect, crash -- answers once in the client's error shape and settles
 exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").
 """
@@ -44,7 +44,7 @@ class _Failover(Exception):
 
 
 class GatewayCall:
-    """State of one metered request; subclasses implement ``serve``."""
+    """State of one metered request; subclasses implement ``_serve``."""
 
     family = errors.OPENAI
 
@@ -61,7 +61,6 @@ class GatewayCall:
         self.client_gone = False
         self._pending: Deferred[Any] | None = None
         self._response: UpstreamResponse | None = None
-        self.resolved = False
         self.input_tokens = 0
         request.notifyFinish().addErrback(self._disconnected)
 
@@ -138,7 +137,6 @@ class GatewayCall:
                      max_output: int | None) -> None:
         """Reserve the worst case (402), then the primary user channel's limit (429)."""
         ctx = self.ctx
-        self.resolved = True
         amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
         try:
             self.reservation = await ctx.wallets.reserve(

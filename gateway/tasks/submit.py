@@ -124,7 +124,6 @@ class TaskCall(GatewayCall):
         return body
 
     async def _hold(self, caller: Caller, priced: Priced, amount: int) -> None:
-        self.resolved = True
         try:
             self.reservation = await self.ctx.wallets.reserve(
                 self.log.request_id, caller.user.id, caller.key_id, amount,
