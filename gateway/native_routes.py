@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway import errors
+from gateway import errors, model_action_relay
 from gateway.billing.usage import Usage
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
+from gateway.model_action_relay import ModelActionRelayCall
 from gateway.protocols import fields, google, messages
 from gateway.protocols.errors import ProtocolError
 from gateway.protocols.events import UpstreamEvent
@@ -179,4 +180,8 @@ async def model_action(ctx: GatewayContext, request: Any) -> None:
     prefix = next(p for p in MODEL_PREFIXES if path.startswith(p))
     segment = path[len(prefix):].decode("utf-8", "replace")
     target = google.parse_model_action(segment)
-    await ModelActionCall(ctx, request, path.decode("utf-8", "replace"), target).run()
+    endpoint = path.decode("utf-8", "replace")
+    if target is not None and target[1] in model_action_relay.ACTIONS:
+        await ModelActionRelayCall(ctx, request, endpoint, *target).run()
+        return
+    await ModelActionCall(ctx, request, endpoint, target).run()

@@ -109,6 +109,30 @@ def google_answer(fake: Any, request: Any, body: dict[str, Any], knobs: Knobs, m
     return fake._send(request, plan)
 
 
+EMBEDDING_ACTIONS = ("countTokens", "embedContent", "batchEmbedContents")
+#: the fake embedding every text gets
+VECTOR = [0.25, -0.5, 0.125]
+
+
+def _all_texts(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in ([v] if k == "text" and isinstance(v, str)
+                                                       else _all_texts(v))]
+    if isinstance(value, list):
+        return [t for item in value for t in _all_texts(item)]
+    return []
+
+
+def embedding_answer(action: str, body: dict[str, Any]) -> dict[str, Any]:
+    """countTokens: words in the request; embedContent: one vector; batch: one per request."""
+    if action == "countTokens":
+        return {"totalTokens": sum(len(text.split()) for text in _all_texts(body))}
+    if action == "embedContent":
+        return {"embedding": {"values": VECTOR}}
+    requests = body.get("requests") if isinstance(body.get("requests"), list) else []
+    return {"embeddings": [{"values": VECTOR} for _ in requests]}
+
+
 class NativeUpstream(FakeUpstream):
     """``FakeUpstream`` that also speaks the native Messages and Google protocols."""
 
@@ -133,6 +157,9 @@ class NativeUpstream(FakeUpstream):
         else:
             model, action = str(body.get("model", "")), ""
         knobs = knobs_for(model, self.knobs)
+        if google and knobs.status is None and action in EMBEDDING_ACTIONS:
+            request.setHeader(b"content-type", b"application/json")
+            return orjson.dumps(embedding_answer(action, body))
         if knobs.status is not None or (google and action not in (
                 "generateContent", "streamGenerateContent")):
             status = knobs.status or 404
