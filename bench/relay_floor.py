@@ -23,7 +23,8 @@ from twisted.internet import epollreactor
 epollreactor.install()
 
 import orjson  # noqa: E402
-from twisted.internet import reactor  # noqa: E402
+from twisted.internet.defer import Deferred  # noqa: E402
+from twisted.internet.task import react  # noqa: E402
 from twisted.python.failure import Failure  # noqa: E402
 from twisted.web.resource import Resource  # noqa: E402
 from twisted.web.server import NOT_DONE_YET, Site  # noqa: E402
@@ -42,8 +43,9 @@ def passthrough(event: SSEEvent) -> bytes:
 class Relay(Resource):
     isLeaf = True
 
-    def __init__(self, client: UpstreamClient, upstream: bytes) -> None:
+    def __init__(self, reactor: Any, client: UpstreamClient, upstream: bytes) -> None:
         super().__init__()
+        self.reactor = reactor
         self.client = client
         self.upstream = upstream
 
@@ -54,7 +56,7 @@ class Relay(Resource):
         except (orjson.JSONDecodeError, AttributeError):
             request.setResponseCode(400)
             return b'{"error": "bad json"}'
-        writer = StreamWriter(request, reactor) if stream else None
+        writer = StreamWriter(request, self.reactor) if stream else None
         sent = self.client.request(b"POST", self.upstream + request.path, JSON, body,
                                    first_byte_timeout=30)
         request.notifyFinish().addErrback(lambda _: sent.cancel())
@@ -93,16 +95,20 @@ class Relay(Resource):
         request.finish()
 
 
+def serve(reactor: Any, args: argparse.Namespace) -> Deferred[None]:
+    client = UpstreamClient(reactor, max_persistent_per_host=4096)
+    site = Site(Relay(reactor, client, args.upstream.rstrip("/").encode()))
+    site.noisy = False
+    reactor.listenTCP(args.port, site, backlog=4096, interface="127.0.0.1")
+    return Deferred()  # serve until killed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
     args = parser.parse_args()
-    client = UpstreamClient(reactor, max_persistent_per_host=4096)
-    site = Site(Relay(client, args.upstream.rstrip("/").encode()))
-    site.noisy = False
-    reactor.listenTCP(args.port, site, backlog=4096, interface="127.0.0.1")
-    reactor.run()
+    react(serve, [args])
 
 
 if __name__ == "__main__":

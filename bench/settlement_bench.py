@@ -15,10 +15,11 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from twisted.internet import reactor, task
+from twisted.internet import task
 from twisted.internet.defer import ensureDeferred, gatherResults
 
 from gateway.billing.cost import PriceSet, compute_cost
@@ -53,7 +54,7 @@ def seed(db: DBRunner, users: int) -> list[tuple[int, int]]:
     return db.blocking(insert)
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(reactor: Any, args: argparse.Namespace) -> None:
     url = args.database or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.sqlite3")
     engine, threads = make_engine(url)
     migrate.upgrade(engine)
@@ -98,7 +99,7 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=500)
     parser.add_argument("--database", default="")
     args = parser.parse_args()
-    task.react(lambda _reactor: ensureDeferred(run(args)))
+    task.react(lambda reactor: ensureDeferred(run(reactor, args)))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -43,7 +44,7 @@ class _Failover(Exception):
         self.error = error
 
 
-class GatewayCall:
+class GatewayCall(ABC):
     """State of one metered request; subclasses implement ``_serve``."""
 
     family = errors.OPENAI
@@ -88,8 +89,9 @@ class GatewayCall:
 
     # --- the path -------------------------------------------------------------------------
 
+    @abstractmethod
     async def _serve(self) -> None:
-        raise NotImplementedError  # subclasses define the route
+        """The route itself: everything between the request and its answer."""
 
     async def _caller(self) -> Caller:
         """Gateway switch, authentication and the global rate limit (pipeline steps 1-4)."""

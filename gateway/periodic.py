@@ -8,6 +8,7 @@ Subclasses only say what a round is (``start_round``) and ``track`` the work the
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Coroutine
 from typing import Any
 
@@ -20,7 +21,7 @@ from twisted.python.failure import Failure
 log = Logger()
 
 
-class RoundService(Service):
+class RoundService(Service, ABC):
     #: logged (with the failure) when a round fails for a reason other than cancellation
     failure_message = "background round failed"
 
@@ -33,9 +34,9 @@ class RoundService(Service):
         self._idle_waiters: list[Deferred[None]] = []
         self._tracked: set[Deferred[Any]] = set()
 
+    @abstractmethod
     def start_round(self) -> Coroutine[Any, Any, None] | None:
         """The round to run now, or None when nothing is due."""
-        raise NotImplementedError  # each service defines its round
 
     def startService(self) -> None:
         super().startService()

@@ -11,6 +11,7 @@ tests/gateway/protocols/test_passthrough.py.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import orjson
@@ -37,7 +38,7 @@ def _size(text: Any) -> int:
     return len(text.encode()) if isinstance(text, str) else 0
 
 
-class _Passthrough:
+class _Passthrough(ABC):
     """Shared body handling and model swap; subclasses measure their own text fields."""
 
     path: bytes = b""
@@ -72,8 +73,9 @@ class _Passthrough:
             return self.request.raw
         return orjson.dumps({**self.request.body, **changes})
 
+    @abstractmethod
     def _body_text(self, parsed: dict[str, Any]) -> int:
-        raise NotImplementedError
+        """Bytes of answer text in a parsed non-stream body (the missing-usage estimate)."""
 
     def response(self, status: int, body: bytes) -> bytes:
         """A non-stream answer: usage read, text measured, ``model`` = the client's name."""
