@@ -14,8 +14,9 @@ channel's host -- the key never leaves for another host.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from sqlalchemy import select, update
@@ -128,6 +129,9 @@ async def _envelope(ctx: ConsoleContext, channel: dict[str, Any], source: str,
             "models": [sync_item(name, name in known) for name in names]}
 
 
+T = TypeVar("T")
+
+
 async def preview(ctx: ConsoleContext, channel_id: Any, fmt: str | None,
                   path: str | None) -> dict[str, Any]:
     channel = await load_channel(ctx, channel_id)
@@ -135,15 +139,20 @@ async def preview(ctx: ConsoleContext, channel_id: Any, fmt: str | None,
     return await _envelope(ctx, channel, source, names)
 
 
-async def preview_browser(ctx: ConsoleContext, channel_id: Any, source: str,
-                          payload: Any) -> dict[str, Any]:
-    channel = await load_channel(ctx, channel_id)
+def parse_browser_payload(payload: Any, parse: Callable[[Any], T]) -> T:
+    """A response the browser fetched and pasted (both sync families): 400s name ``payload``."""
     if payload is None:
         raise bad_request("Payload is required", field="payload")
     try:
-        names = parse_model_names(payload)
+        return parse(payload)
     except SyncFormatError as exc:
         raise bad_request(str(exc), field="payload") from None
+
+
+async def preview_browser(ctx: ConsoleContext, channel_id: Any, source: str,
+                          payload: Any) -> dict[str, Any]:
+    channel = await load_channel(ctx, channel_id)
+    names = parse_browser_payload(payload, parse_model_names)
     return await _envelope(ctx, channel, source or "browser", names)
 
 

@@ -22,7 +22,13 @@ from console.context import ConsoleContext
 from console.http import ApiError, bad_request
 from console.services import catalog_tx
 from console.services.catalog_views import provider_name
-from console.services.model_sync import MAX_ITEMS, fetch_from_channel, load_channel, result
+from console.services.model_sync import (
+    MAX_ITEMS,
+    fetch_from_channel,
+    load_channel,
+    parse_browser_payload,
+    result,
+)
 from gateway.billing.money import AmountError, parse_decimal, to_nanos
 from gateway.billing.tiers import TierError, normalise_tiers
 from gateway.invalidation import CATALOG
@@ -99,12 +105,7 @@ async def preview(ctx: ConsoleContext, channel_id: Any, fmt: str | None,
 async def preview_browser(ctx: ConsoleContext, channel_id: Any, source: str,
                           payload: Any) -> dict[str, Any]:
     channel = await load_channel(ctx, channel_id)
-    if payload is None:
-        raise bad_request("Payload is required", field="payload")
-    try:
-        items = parse_prices(payload)
-    except SyncFormatError as exc:
-        raise bad_request(str(exc), field="payload") from None
+    items = parse_browser_payload(payload, parse_prices)
     return await _envelope(ctx, channel, source or "browser", items)
 
 
