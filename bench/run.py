@@ -185,7 +185,10 @@ def start_gateway(tmp: Path, port: int, cpu: str | None,
     command = pinned([str(twistd), "-n", "--pidfile=", "-l", str(tmp / "twistd.log"),
                       *profiling, "lockgate", "--listen", f"tcp:{port}:interface=127.0.0.1",
                       "--database", f"sqlite:///{tmp / 'bench.sqlite3'}",
-                      "--secret-file", str(tmp / "secret")], cpu)
+                      "--secret-file", str(tmp / "secret"),
+                      # logging on, into a real file (the default, standard output, is
+                      # /dev/null here, which would flatter the figures)
+                      "--access-log", str(tmp / "access.log")], cpu)
     return subprocess.Popen(command, cwd=str(tmp), stdout=subprocess.DEVNULL,  # noqa: S603
                             stderr=open(tmp / "twistd.stderr", "wb"))
 

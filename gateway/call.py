@@ -180,12 +180,30 @@ class GatewayCall(ABC):
                                            rid=self.log.request_id))
 
 
+#: verdicts of ``check_url`` per (url, the three settings it reads): the same few channel URLs
+#: are checked on every request, and the verdict depends on nothing else (a host *name* is
+#: checked again at connect time, on the address it resolves to)
+_URL_VERDICTS: dict[tuple[str, bool, bool, str], bool] = {}
+_URL_VERDICTS_MAX = 4096
+
+
 def guard_url(ctx: GatewayContext, url: str) -> None:
     """The SSRF policy, checked on every upstream URL before the call (contract §6.3)."""
-    try:
-        check_url(url, UrlPolicy.from_settings(ctx.settings))
-    except UnsafeUrl:
-        raise errors.ssrf_blocked() from None
+    settings = ctx.settings
+    key = (url, settings.flag("ssrf_protection_enabled"),
+           settings.flag("ssrf_allow_private_networks"), settings.text("ssrf_allowed_hosts"))
+    safe = _URL_VERDICTS.get(key)
+    if safe is None:
+        try:
+            check_url(url, UrlPolicy.from_settings(settings))
+            safe = True
+        except UnsafeUrl:
+            safe = False
+        if len(_URL_VERDICTS) >= _URL_VERDICTS_MAX:
+            _URL_VERDICTS.clear()
+        _URL_VERDICTS[key] = safe
+    if not safe:
+        raise errors.ssrf_blocked()
 
 
 def upstream_header(response: UpstreamResponse, name: bytes) -> str | None:

@@ -8,6 +8,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.server import Request, Site
 
+from tap.access_log import OFF, BufferedAccessLog
 from tap.http_request import LockgateRequest
 
 
@@ -51,10 +52,21 @@ class InFlight:
 class CountingSite(Site):
     """A Site that tells ``InFlight`` about every request's start and end."""
 
-    def __init__(self, resource: Any, in_flight: InFlight, **kwargs: Any) -> None:
+    def __init__(self, resource: Any, in_flight: InFlight, *, access_log: str = OFF,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("requestFactory", LockgateRequest)
-        super().__init__(resource, **kwargs)
+        super().__init__(resource, logPath=None if access_log == OFF else access_log, **kwargs)
         self.in_flight = in_flight
+        self.access_log = access_log
+
+    def startFactory(self) -> None:
+        super().startFactory()
+        if self.access_log == OFF:
+            self._logFile = None  # Twisted's default would be the twistd log
+
+    def _openLogFile(self, path: str | bytes) -> BufferedAccessLog:
+        # ``path`` went through abspath(), which turns "-" into a file name: use our own value
+        return BufferedAccessLog.open(self.access_log, self.reactor)
 
     def getResourceFor(self, request: Request) -> Any:
         self.in_flight.started()

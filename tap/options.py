@@ -26,6 +26,7 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "shutdown-grace": ("LOCKGATE_SHUTDOWN_GRACE", "10"),
     "trusted-proxies": ("LOCKGATE_TRUSTED_PROXIES", ""),
     "db-threads": ("LOCKGATE_DB_THREADS", None),
+    "access-log": ("LOCKGATE_ACCESS_LOG", "-"),
 }
 
 
@@ -57,6 +58,9 @@ class Options(usage.Options):
          "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed."],
         ["db-threads", None, None,
          "Database worker threads (default 1 for SQLite, 8 otherwise)."],
+        ["access-log", None, None,
+         "Where the combined-format access log goes: '-' (default) standard output, a file "
+         "path (appended), or 'off'. Lines are written in blocks, at least once a second."],
     ]
     optFlags = [
         ["no-migrate", None, "Do not apply database migrations on start."],
@@ -149,6 +153,14 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
     if grace < 0:
         raise usage.UsageError("shutdown-grace must not be negative")
     options["shutdown-grace"] = grace
+    access_log = str(options["access-log"]).strip()
+    if access_log.lower() == "off":
+        access_log = "off"
+    elif not access_log:
+        raise usage.UsageError("access-log must be '-', 'off' or a file path")
+    elif access_log != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(access_log))):
+        raise usage.UsageError(f"access-log: no directory for {access_log!r}")
+    options["access-log"] = access_log
     if options.get("db-threads") is not None:
         try:
             threads = int(options["db-threads"])

@@ -12,6 +12,7 @@ from twisted.logger import Logger
 from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight
+from tap.gc_tuning import tune_collector
 from tap.options import Options
 from tap.secrets import load_or_create
 from tap.state_factory import open_state
@@ -44,7 +45,9 @@ class LockgateService(MultiService):
 
     def _listen(self) -> None:
         assert self.app is not None
-        site = CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter)
+        tune_collector()
+        site = CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter,
+                            access_log=self.options["access-log"])
         site.displayTracebacks = False
         for endpoint in self.options["listen"]:
             strports.service(endpoint, site).setServiceParent(self)

@@ -151,11 +151,14 @@ class TwistdPluginTests(TestCase):
         assert "Traceback" not in output, output
         assert "Lockgate listening on" in output, output
         assert output.rstrip().endswith("Server Shut Down."), output
+        # the access log goes to standard output by default, in whole lines
+        assert '"GET /api/user/me HTTP/1.1" 200' in output, output
         with self.assertRaises(OSError):
             server.request("GET", "/healthz")
 
     def test_restart_keeps_secret_and_sessions(self) -> None:
-        first = self.start()
+        access_log = os.path.join(self.directory, "access.log")
+        first = self.start("--access-log", access_log)
         first.wait_until_healthy()
         status, body = first.request("POST", "/api/setup", {
             "username": "root", "email": "root@example.com", "password": "password123"})
@@ -165,8 +168,12 @@ class TwistdPluginTests(TestCase):
         with open(secret, "rb") as handle:
             before = handle.read()
         assert first.stop() == CLEAN_EXIT, first.output()
+        with open(access_log, "rb") as handle:
+            lines = handle.read().decode().splitlines()
+        assert any('"POST /api/setup HTTP/1.1" 200' in line for line in lines), lines
+        assert "/api/setup HTTP" not in first.output()
 
-        second = self.start()
+        second = self.start("--access-log", "off")
         second.wait_until_healthy()
         with open(secret, "rb") as handle:
             assert handle.read() == before
@@ -184,7 +191,7 @@ class TwistdPluginTests(TestCase):
         text = result.stdout.decode()
         for option in ("--listen", "--database", "--secret-file", "--redis", "--config",
                        "--shutdown-grace", "--trusted-proxies", "--db-threads",
-                       "--no-migrate", "LOCKGATE_"):
+                       "--no-migrate", "--access-log", "LOCKGATE_"):
             assert option in text, option
         listing = subprocess.run([TWISTD, "--help"], capture_output=True, cwd=self.directory,
                                  env=clean_environment(), timeout=60, check=False)

@@ -78,10 +78,20 @@ class PriceSet:
 
     def dedicated(self, dimension: str) -> bool:
         """True when the model prices ``dimension`` itself (a non-zero base or tier price)."""
-        return self.price(dimension) > 0 or any(t.price > 0 for t in self.tiers_of(dimension))
+        return dimension in self._dedicated
+
+    @cached_property
+    def _dedicated(self) -> frozenset[str]:
+        # computed once per price set (they live as long as a catalog snapshot), not per call
+        return frozenset(dim for dim in DIMENSIONS if self.price(dim) > 0
+                         or any(t.price > 0 for t in self.tiers_of(dim)))
 
     def as_json(self) -> dict[str, Any]:
         """Wire/log form: decimal strings per stored price name, plus the tiers used."""
+        return dict(self._json)  # a copy: the cached form is shared by every request
+
+    @cached_property
+    def _json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"quota_type": self.quota_type}
         for dim, col in DIMENSIONS.items():
             out[col] = format(self.price(dim).normalize(), "f")
@@ -138,10 +148,11 @@ def _num(value: Decimal) -> str:
 
 
 def _dimension_cost(count: int, base: Decimal, tiers: tuple[Tier, ...],
-                    metrics: Mapping[str, int]) -> tuple[Decimal, str]:
-    """sum of price * tokens for one dimension (before / 1M) and its formula fragment."""
+                    metrics: Mapping[str, int], explain: bool = True) -> tuple[Decimal, str]:
+    """sum of price * tokens for one dimension (before / 1M) and its formula fragment
+    (empty when not ``explain``: the admission estimate needs only the number)."""
     if not tiers:
-        return count * base, f"{count} * {_num(base)}"
+        return count * base, f"{count} * {_num(base)}" if explain else ""
     if all(t.condition in DEFAULT_CONDITIONS for t in tiers):
         # progressive brackets over this dimension's own count
         total = Decimal(0)
@@ -153,7 +164,10 @@ def _dimension_cost(count: int, base: Decimal, tiers: tuple[Tier, ...],
             tokens = max(0, upper - start)
             if tokens:
                 total += tokens * price
-                parts.append(f"{tokens} * {_num(price)}")
+                if explain:
+                    parts.append(f"{tokens} * {_num(price)}")
+        if not explain:
+            return total, ""
         return total, " + ".join(parts) if parts else f"0 * {_num(base)}"
     # a single price chosen by the largest threshold whose condition metric reaches it
     chosen = base
@@ -163,7 +177,7 @@ def _dimension_cost(count: int, base: Decimal, tiers: tuple[Tier, ...],
         if metric >= tier.min_tokens:
             chosen = tier.price
             label = f"tier {tier.condition or 'current_tokens'} >= {tier.min_tokens}"
-    return count * chosen, f"{count} * {_num(chosen)} ({label})"
+    return count * chosen, f"{count} * {_num(chosen)} ({label})" if explain else ""
 
 
 def _counts(usage: Usage, prices: PriceSet) -> dict[str, int]:
@@ -186,14 +200,16 @@ def _counts(usage: Usage, prices: PriceSet) -> dict[str, int]:
     }
 
 
-def base_cost(usage: Usage, prices: PriceSet) -> tuple[Decimal, dict[str, int], str]:
-    """The exact pre-multiplier cost, the priced counts and the formula's first half."""
+def base_cost(usage: Usage, prices: PriceSet, *,
+              explain: bool = True) -> tuple[Decimal, dict[str, int], str]:
+    """The exact pre-multiplier cost, the priced counts and the formula's first half (empty
+    when not ``explain``)."""
     with localcontext(EXACT):
         if prices.quota_type == QUOTA_PER_CALL:
             out = usage.clamped().output
             units = max(1, -(-out // 1_000_000))
             return (prices.output * units, {"calls": units},
-                    f"{units} call(s) * {_num(prices.output)}")
+                    f"{units} call(s) * {_num(prices.output)}" if explain else "")
         counts = _counts(usage, prices)
         u = usage.clamped()
         metrics = {
@@ -209,11 +225,12 @@ def base_cost(usage: Usage, prices: PriceSet) -> tuple[Decimal, dict[str, int], 
             if not count:
                 continue
             amount, text = _dimension_cost(count, prices.price(dim), prices.tiers_of(dim),
-                                           metrics)
+                                           metrics, explain)
             total += amount
-            parts.append(f"{dim} {text}")
+            if explain:
+                parts.append(f"{dim} {text}")
         base = total / PER
-        formula = f"({' + '.join(parts)}) / 1M" if parts else "0"
+        formula = f"({' + '.join(parts)}) / 1M" if parts else "0" if explain else ""
         return base, counts, formula
 
 

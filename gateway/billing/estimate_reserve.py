@@ -35,7 +35,7 @@ def reserve_amount(prices: PriceSet, estimated_input_tokens: int,
         output = max_output_tokens if max_output_tokens and max_output_tokens > 0 else (
             default_output_reserve)
         usage = Usage(input=max(0, estimated_input_tokens), output=max(0, output))
-    base, _, _ = base_cost(usage, prices)
+    base, _, _ = base_cost(usage, prices, explain=False)
     with localcontext(EXACT):
         exact = base * group_multiplier * user_channel_multiplier
         return exact.quantize(NANO, rounding=ROUND_CEILING)

@@ -28,6 +28,8 @@ class Usage:
 
     def clamped(self) -> Usage:
         """Negatives to 0; input covers cache and media input; output covers media output."""
+        if self._is_clamped():
+            return self  # the common case: pricing calls this several times per request
         fields = {name: max(0, getattr(self, name)) for name in (
             "input", "output", "cache_read", "cache_write_5m", "cache_write_1h",
             "image_in", "image_out", "audio_in", "audio_out", "reasoning")}
@@ -38,6 +40,14 @@ class Usage:
         )
         fields["output"] = max(fields["output"], fields["image_out"] + fields["audio_out"])
         return replace(self, **fields)
+
+    def _is_clamped(self) -> bool:
+        cache = self.cache_read + self.cache_write_5m + self.cache_write_1h
+        return (min(self.input, self.output, self.cache_read, self.cache_write_5m,
+                    self.cache_write_1h, self.image_in, self.image_out, self.audio_in,
+                    self.audio_out, self.reasoning) >= 0
+                and self.input >= cache and self.input >= self.image_in + self.audio_in
+                and self.output >= self.image_out + self.audio_out)
 
     @property
     def total(self) -> int:

@@ -77,12 +77,17 @@ class GatewayAccessTests(GatewayTestCase):
 
     async def test_ssrf_policy_blocks_private_upstreams(self) -> None:
         await self.provision()
+        assert (await self.chat(self.api_key)).status == 200  # verdict "allowed" now cached
         await self.ctx.live_settings.save({"ssrf_allow_private_networks": "false"},
                                           self.ctx.now())
         blocked = await self.chat(self.api_key)
         assert blocked.status == 502
         assert blocked.json()["error"]["message"] == "Upstream URL blocked by SSRF protection"
-        assert self.fake.request_count == 0
+        assert self.fake.request_count == 1
+        # listing the host lets it through again: each policy change gets its own verdict
+        await self.ctx.live_settings.save({"ssrf_allowed_hosts": "127.0.0.1"}, self.ctx.now())
+        assert (await self.chat(self.api_key)).status == 200
+        assert self.fake.request_count == 2
 
     async def test_upstream_401_auto_disables_channel(self) -> None:
         await self.provision(upstream_model="gpt-fake+fail-401")

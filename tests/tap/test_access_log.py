@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import TestCase
 from twisted.web.test.requesthelper import DummyRequest
 
-from tap.access_log import redact_uri, redacting_log_formatter
+from tap.access_log import BufferedAccessLog, redact_uri, redacting_log_formatter
 
 
 def test_redact_uri_removes_key_values() -> None:
@@ -25,3 +29,42 @@ def test_formatter_line_has_no_secret() -> None:
     line = redacting_log_formatter("[22/Nov/2026:00:00:00 +0000]", request)
     assert "sk-very-secret" not in line
     assert "key=[redacted]" in line
+
+
+class BufferedAccessLogTests(TestCase):
+    """Lines reach the file in blocks: after the interval, at the size limit, or on close."""
+
+    def setUp(self) -> None:
+        self.clock = Clock()
+        self.path = os.path.join(self.mktemp() + "-dir")
+        os.makedirs(self.path)
+        self.path = os.path.join(self.path, "access.log")
+        self.log = BufferedAccessLog.open(self.path, self.clock)
+        self.addCleanup(self.log.close)
+
+    def written(self) -> bytes:
+        with open(self.path, "rb") as handle:
+            return handle.read()
+
+    def test_lines_wait_for_the_interval(self) -> None:
+        self.log.write("one\n")
+        self.log.write("two\n")
+        assert self.written() == b""
+        self.clock.advance(BufferedAccessLog.INTERVAL)
+        assert self.written() == b"one\ntwo\n"
+        assert self.clock.getDelayedCalls() == []
+
+    def test_a_full_buffer_is_written_at_once(self) -> None:
+        line = "x" * 1023 + "\n"
+        for _ in range(BufferedAccessLog.LIMIT // len(line)):
+            self.log.write(line)
+        assert len(self.written()) == BufferedAccessLog.LIMIT
+        assert self.clock.getDelayedCalls() == []
+
+    def test_close_writes_what_is_left_and_appends(self) -> None:
+        self.log.write("first\n")
+        self.log.close()
+        again = BufferedAccessLog.open(self.path, self.clock)
+        again.write("second\n")
+        again.close()
+        assert self.written() == b"first\nsecond\n"

@@ -264,3 +264,29 @@ def test_the_priced_counts_never_exceed_the_tokens(usage: Usage, prices: PriceSe
         usage.cache_read + usage.cache_write_5m + usage.cache_write_1h + usage.image_in
         + usage.audio_in > usage.input)
     assert counts_["output"] + counts_["image_output"] + counts_["audio_output"] == usage.output
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields=st.lists(st.integers(-50, 5_000), min_size=10, max_size=10))
+def test_clamped_obeys_its_rules_and_is_idempotent(fields: list[int]) -> None:
+    names = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h", "image_in",
+             "image_out", "audio_in", "audio_out", "reasoning")
+    raw = Usage(**dict(zip(names, fields)))
+    u = raw.clamped()
+    assert all(getattr(u, name) >= 0 for name in names)
+    assert u.input >= u.cache_read + u.cache_write_5m + u.cache_write_1h
+    assert u.input >= u.image_in + u.audio_in and u.output >= u.image_out + u.audio_out
+    assert u.cache_read == max(0, raw.cache_read) and u.reasoning == max(0, raw.reasoning)
+    assert u.input == max(max(0, raw.input), u.cache_read + u.cache_write_5m + u.cache_write_1h,
+                          u.image_in + u.audio_in)
+    assert u.clamped() is u  # already clamped: returned as is
+
+
+@settings(max_examples=200, deadline=None)
+@given(usage=usages(), prices=price_sets())
+def test_unexplained_base_cost_is_the_same_number(usage: Usage, prices: PriceSet) -> None:
+    from gateway.billing.cost import base_cost
+    explained, counts, formula = base_cost(usage, prices)
+    quick, quick_counts, empty = base_cost(usage, prices, explain=False)
+    assert (quick, quick_counts, empty) == (explained, counts, "")
+    assert formula
