@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
@@ -36,9 +38,9 @@ class BufferedAccessLogTests(TestCase):
 
     def setUp(self) -> None:
         self.clock = Clock()
-        self.path = os.path.join(self.mktemp() + "-dir")
-        os.makedirs(self.path)
-        self.path = os.path.join(self.path, "access.log")
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory)
+        self.path = os.path.join(directory, "access.log")
         self.log = BufferedAccessLog.open(self.path, self.clock)
         self.addCleanup(self.log.close)
 
