@@ -12,7 +12,7 @@ from twisted.logger import Logger
 from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight
-from tap.gc_tuning import tune_collector
+from tap.interpreter_tuning import tune_interpreter
 from tap.options import Options
 from tap.secrets import load_or_create
 from tap.state_factory import open_state
@@ -45,7 +45,7 @@ class LockgateService(MultiService):
 
     def _listen(self) -> None:
         assert self.app is not None
-        tune_collector()
+        tune_interpreter()
         site = CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter,
                             access_log=self.options["access-log"])
         site.displayTracebacks = False
