@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import ROUND_CEILING, Decimal, localcontext
 
-from gateway.billing.cost import EXACT, ONE, QUOTA_PER_CALL, PriceSet, base_cost
+from gateway.billing.cost import EXACT, ONE, PER, QUOTA_PER_CALL, PriceSet, base_cost
 from gateway.billing.money import NANO, to_nanos
 from gateway.billing.usage import Usage
 
@@ -35,8 +35,14 @@ def reserve_amount(prices: PriceSet, estimated_input_tokens: int,
         output = max_output_tokens if max_output_tokens and max_output_tokens > 0 else (
             default_output_reserve)
         usage = Usage(input=max(0, estimated_input_tokens), output=max(0, output))
-    base, _, _ = base_cost(usage, prices, explain=False)
     with localcontext(EXACT):
+        if prices.quota_type != QUOTA_PER_CALL and not prices.tiers:
+            # flat prices (the common case, admitted on every request): the same sum
+            # ``base_cost`` makes -- all input at the input price, no media or cache carve-outs
+            # because the estimate has none -- without building its breakdown
+            base = (usage.input * prices.input + usage.output * prices.output) / PER
+        else:
+            base, _, _ = base_cost(usage, prices, explain=False)
         exact = base * group_multiplier * user_channel_multiplier
         return exact.quantize(NANO, rounding=ROUND_CEILING)
 

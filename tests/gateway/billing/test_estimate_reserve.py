@@ -56,3 +56,22 @@ def test_reservation_covers_any_outcome_within_the_limits(inp: int, out: int, ca
     reserved = reserve_amount(PRICES, inp, out or None, default_output_reserve=out)
     actual = compute_cost(Usage(input=inp, cache_read=cached, output=produced), PRICES).cost
     assert reserved >= actual
+
+
+@settings(max_examples=300, deadline=None)
+@given(inp=st.integers(0, 2_000_000), out=st.integers(1, 200_000),
+       nanos=st.lists(st.integers(0, 10**12), min_size=9, max_size=9),
+       group=st.decimals("0", "10", places=4), channel=st.decimals("0", "10", places=4))
+def test_flat_price_shortcut_equals_the_full_pricing(inp: int, out: int, nanos: list[int],
+                                                     group: D, channel: D) -> None:
+    from decimal import ROUND_CEILING, localcontext
+
+    from gateway.billing.cost import DIMENSIONS, EXACT, base_cost
+    from gateway.billing.money import NANO, from_nanos
+    from gateway.billing.usage import Usage
+    prices = PriceSet(**{dim: from_nanos(n) for dim, n in zip(DIMENSIONS, nanos)})
+    full, _, _ = base_cost(Usage(input=inp, output=out), prices)
+    with localcontext(EXACT):
+        expected = (full * group * channel).quantize(NANO, rounding=ROUND_CEILING)
+    assert reserve_amount(prices, inp, out, group_multiplier=group,
+                          user_channel_multiplier=channel) == expected
