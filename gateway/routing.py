@@ -171,7 +171,9 @@ STATUS = "status"                      # the upstream answered with an error sta
 INVALID_RESPONSE = "invalid_response"  # a 2xx we could not read or convert
 REQUEST_UNBUILDABLE = "request_unbuildable"  # this channel cannot take the request
 
-RETRYABLE_STATUSES = frozenset({429, 500, 502, 503})
+#: 401/403 mean *this channel's* credential failed (the channel is auto-disabled on the spot,
+#: contract §0): another channel holds another credential, so it is worth the next attempt
+RETRYABLE_STATUSES = frozenset({401, 403, 429, 500, 502, 503})
 
 
 @dataclass(frozen=True)
@@ -189,9 +191,10 @@ class Outcome:
 def retryable(outcome: Outcome) -> bool:
     """May the next attempt be tried?  Only while the client has seen nothing.
 
-    Yes for connect failures, no response head (first-byte timeout), upstream 429/500/502/
-    503, and a request this channel type cannot take (nothing was sent; §5.5); no for any
-    other status (a 4xx is the caller's request, and the same request
+    Yes for connect failures, no response head (first-byte timeout), upstream 401/403 (our
+    channel credential failed), 429/500/502/503, and a request this channel type cannot take
+    (nothing was sent; §5.5); no for any other status (a 4xx is the caller's request, and the
+    same request
     fails the same way elsewhere), for unreadable 2xx answers (the upstream may have done
     the work), once bytes reached the client, and once an async task was accepted.
     """

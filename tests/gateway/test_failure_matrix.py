@@ -70,6 +70,26 @@ class FailureMatrixTests(GatewayTestCase):
         row = await self.one_charge()
         assert row["channel_id"] == backup and row["status"] == 0
 
+    async def test_upstream_401_disables_the_channel_and_fails_over(self) -> None:
+        await self.provision(upstream_model="gpt-fake+fail-401")
+        backup = await self.catalog.channel(self.uc_id, "backup", base_url=self.fake.base_url,
+                                            priority=0)
+        await self.catalog.config(backup, self.model_id)
+        await self.catalog.announce()
+        client = self.openai_client()
+        reply = await self.in_thread(client.chat.completions.create, model="gpt-fake",
+                                     messages=[{"role": "user", "content": "hi"}])
+        assert reply.choices[0].message.content == "tok0 tok1 tok2 "
+        assert [r.body["model"] for r in self.fake.requests] == ["gpt-fake+fail-401",
+                                                                 "gpt-fake"]
+        row = await self.one_charge()
+        assert row["channel_id"] == backup and row["status"] == 0
+        assert not self.gateway.health.is_available(self.channel_id)
+        # the broken channel is not tried again: the next call goes straight to the backup
+        await self.in_thread(client.chat.completions.create, model="gpt-fake",
+                             messages=[{"role": "user", "content": "again"}])
+        assert [r.body["model"] for r in self.fake.requests][2:] == ["gpt-fake"]
+
     async def test_upstream_4xx_is_not_retried_and_not_charged(self) -> None:
         await self.provision(upstream_model="gpt-fake+fail-400")
         backup = await self.catalog.channel(self.uc_id, "backup", base_url=self.fake.base_url,
