@@ -55,47 +55,42 @@ class FailureMatrixTests(GatewayTestCase):
         assert await self.ledger_sum(self.user_id) == -rows[0]["cost_nanos"]
         return rows[0]
 
-    async def test_upstream_503_before_first_byte_fails_over(self) -> None:
-        await self.provision(upstream_model="gpt-fake+fail-503")
-        backup = await self.catalog.channel(self.uc_id, "backup", base_url=self.fake.base_url,
-                                            priority=0)
+    async def add_backup(self) -> int:
+        """A second channel on the same upstream, tried after the primary; returns its id."""
+        backup: int = await self.catalog.channel(self.uc_id, "backup",
+                                                 base_url=self.fake.base_url, priority=0)
         await self.catalog.config(backup, self.model_id)
         await self.catalog.announce()
+        return backup
+
+    async def served_by_backup(self, failing_model: str) -> int:
+        """The primary answers with an error before the first byte; the backup serves, the
+        client sees only the answer, and one charge names the backup. Returns its id."""
+        await self.provision(upstream_model=failing_model)
+        backup = await self.add_backup()
         client = self.openai_client()
         reply = await self.in_thread(client.chat.completions.create, model="gpt-fake",
                                      messages=[{"role": "user", "content": "hi"}])
         assert reply.choices[0].message.content == "tok0 tok1 tok2 "
-        assert [r.body["model"] for r in self.fake.requests] == ["gpt-fake+fail-503",
-                                                                 "gpt-fake"]
+        assert [r.body["model"] for r in self.fake.requests] == [failing_model, "gpt-fake"]
         row = await self.one_charge()
         assert row["channel_id"] == backup and row["status"] == 0
+        return backup
+
+    async def test_upstream_503_before_first_byte_fails_over(self) -> None:
+        await self.served_by_backup("gpt-fake+fail-503")
 
     async def test_upstream_401_disables_the_channel_and_fails_over(self) -> None:
-        await self.provision(upstream_model="gpt-fake+fail-401")
-        backup = await self.catalog.channel(self.uc_id, "backup", base_url=self.fake.base_url,
-                                            priority=0)
-        await self.catalog.config(backup, self.model_id)
-        await self.catalog.announce()
-        client = self.openai_client()
-        reply = await self.in_thread(client.chat.completions.create, model="gpt-fake",
-                                     messages=[{"role": "user", "content": "hi"}])
-        assert reply.choices[0].message.content == "tok0 tok1 tok2 "
-        assert [r.body["model"] for r in self.fake.requests] == ["gpt-fake+fail-401",
-                                                                 "gpt-fake"]
-        row = await self.one_charge()
-        assert row["channel_id"] == backup and row["status"] == 0
+        await self.served_by_backup("gpt-fake+fail-401")
         assert not self.gateway.health.is_available(self.channel_id)
         # the broken channel is not tried again: the next call goes straight to the backup
-        await self.in_thread(client.chat.completions.create, model="gpt-fake",
+        await self.in_thread(self.openai_client().chat.completions.create, model="gpt-fake",
                              messages=[{"role": "user", "content": "again"}])
         assert [r.body["model"] for r in self.fake.requests][2:] == ["gpt-fake"]
 
     async def test_upstream_4xx_is_not_retried_and_not_charged(self) -> None:
         await self.provision(upstream_model="gpt-fake+fail-400")
-        backup = await self.catalog.channel(self.uc_id, "backup", base_url=self.fake.base_url,
-                                            priority=0)
-        await self.catalog.config(backup, self.model_id)
-        await self.catalog.announce()
+        await self.add_backup()
         import openai
         client = self.openai_client()
         with self.assertRaises(openai.BadRequestError):
