@@ -8,7 +8,10 @@ exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").
 from __future__ import annotations
 
 import random
+import weakref
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -18,6 +21,7 @@ from twisted.python.failure import Failure
 from gateway import errors, routing
 from gateway.auth import Caller, authenticate
 from gateway.billing.wallet import PaymentRequired, Reservation
+from gateway.catalog.snapshot import Candidate, CatalogSnapshot
 from gateway.channels.http import UpstreamResponse
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
@@ -117,23 +121,15 @@ class GatewayCall(ABC):
         snapshot = ctx.catalog.snapshot
         group_ids = caller.user.active_group_ids(ctx.now())
         key_channels = caller.key.allowed_user_channels if caller.key else ()
-        found = snapshot.candidates_for(model, caller.user.id, group_ids, key_channels)
-        if not found:
+        inputs = routing_inputs(snapshot, model, caller.user.id, group_ids, key_channels)
+        if inputs is None:
             raise errors.no_channel()
-        by_config = {c.config.id: c for c in found}
         plan = await routing.plan(
-            [routing.Candidate(
-                config_id=c.config.id, channel_id=c.channel.id,
-                user_channel_id=c.user_channel.id, priority=c.channel.priority,
-                weight=c.channel.weight, channel_type=c.channel.type,
-                base_url=c.channel.base_url, upstream_model=c.upstream_model) for c in found],
-            {c.user_channel.id: routing.UserChannelInfo(c.user_channel.id,
-                                                        c.user_channel.routing_algorithm)
-             for c in found},
-            model=model, allowed_user_channels=list(key_channels), counter=ctx.state.incr,
+            inputs.candidates, inputs.user_channels, model=model,
+            allowed_user_channels=inputs.allowed_user_channels, counter=ctx.state.incr,
             available=ctx.health.is_available)
         mode = ctx.settings.text("group_multiplier_mode")
-        return [price(by_config[a.config_id], snapshot, group_ids, mode) for a in plan]
+        return [price(inputs.by_config[a.config_id], snapshot, group_ids, mode) for a in plan]
 
     async def _admit(self, caller: Caller, attempts: list[Priced], input_tokens: int,
                      max_output: int | None) -> None:
@@ -185,6 +181,50 @@ class GatewayCall(ABC):
 #: checked again at connect time, on the address it resolves to)
 _URL_VERDICTS: dict[tuple[str, bool, bool, str], bool] = {}
 _URL_VERDICTS_MAX = 4096
+
+
+@dataclass(frozen=True)
+class RoutingInputs:
+    """What ``routing.plan`` needs about one (model, user, groups, key) on one snapshot."""
+
+    candidates: tuple[routing.Candidate, ...]
+    user_channels: dict[int, routing.UserChannelInfo]
+    allowed_user_channels: list[int]
+    by_config: dict[int, Candidate]
+
+
+#: per catalog snapshot (immutable, replaced wholesale on reload): the same caller asking for
+#: the same model gets the same inputs, so they are built once, not on every request
+_ROUTING_INPUTS: weakref.WeakKeyDictionary[
+    CatalogSnapshot, dict[tuple[Any, ...], RoutingInputs | None]] = weakref.WeakKeyDictionary()
+_ROUTING_INPUTS_PER_SNAPSHOT = 50_000
+
+
+def routing_inputs(snapshot: CatalogSnapshot, model: str, user_id: int,
+                   group_ids: Sequence[int], key_channels: Sequence[int]
+                   ) -> RoutingInputs | None:
+    """The candidates of §5 step 2 in ``routing``'s terms; None when there are none (503)."""
+    cache = _ROUTING_INPUTS.get(snapshot)
+    if cache is None:
+        cache = _ROUTING_INPUTS[snapshot] = {}
+    key = (model, user_id, tuple(group_ids), tuple(key_channels))
+    if key in cache:
+        return cache[key]
+    found = snapshot.candidates_for(model, user_id, group_ids, key_channels)
+    inputs = RoutingInputs(
+        candidates=tuple(routing.Candidate(
+            config_id=c.config.id, channel_id=c.channel.id,
+            user_channel_id=c.user_channel.id, priority=c.channel.priority,
+            weight=c.channel.weight, channel_type=c.channel.type,
+            base_url=c.channel.base_url, upstream_model=c.upstream_model) for c in found),
+        user_channels={c.user_channel.id: routing.UserChannelInfo(
+            c.user_channel.id, c.user_channel.routing_algorithm) for c in found},
+        allowed_user_channels=list(key_channels),
+        by_config={c.config.id: c for c in found},
+    ) if found else None
+    if len(cache) < _ROUTING_INPUTS_PER_SNAPSHOT:
+        cache[key] = inputs
+    return inputs
 
 
 def guard_url(ctx: GatewayContext, url: str) -> None:
