@@ -20,7 +20,7 @@ from twisted.python.failure import Failure
 
 from gateway import errors, routing
 from gateway.auth import Caller, authenticate
-from gateway.billing.wallet import PaymentRequired, Reservation
+from gateway.billing.wallet import PaymentRequired, Reservation, WalletUnavailable
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot
 from gateway.channels.http import UpstreamResponse
 from gateway.context import GatewayContext
@@ -136,13 +136,7 @@ class GatewayCall(ABC):
         """Reserve the worst case (402), then the primary user channel's limit (429)."""
         ctx = self.ctx
         amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
-        try:
-            self.reservation = await ctx.wallets.reserve(
-                self.log.request_id, caller.user.id, caller.key_id, amount,
-                jwt=caller.key is None)
-        except PaymentRequired as exc:
-            raise GatewayError(402, str(exc), type="insufficient_quota",
-                               code="insufficient_quota") from None
+        self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
         primary = attempts[0].candidate.user_channel
         verdict = await ctx.limiter.check_user_channel(caller.user.id, UserChannelLimit(
             primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
@@ -225,6 +219,22 @@ def routing_inputs(snapshot: CatalogSnapshot, model: str, user_id: int,
     if len(cache) < _ROUTING_INPUTS_PER_SNAPSHOT:
         cache[key] = inputs
     return inputs
+
+
+async def reserve_or_refuse(ctx: GatewayContext, request_id: str, caller: Caller,
+                            amount: int) -> Reservation:
+    """Hold ``amount`` for a call: 402 when the wallet or key cannot pay, 503 when the shared
+    wallet cannot be asked (never admit on a guess)."""
+    try:
+        return await ctx.wallets.reserve(request_id, caller.user.id, caller.key_id, amount,
+                                         jwt=caller.key is None)
+    except PaymentRequired as exc:
+        raise GatewayError(402, str(exc), type="insufficient_quota",
+                           code="insufficient_quota") from None
+    except WalletUnavailable:
+        log.failure("admission could not reach the shared wallet")
+        raise GatewayError(503, "Billing is temporarily unavailable",
+                           type="service_unavailable") from None
 
 
 def guard_url(ctx: GatewayContext, url: str) -> None:

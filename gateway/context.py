@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.billing.settlement import Settler
-from gateway.billing.wallet import Wallets
+from gateway.billing.wallet import WalletBook
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.channels.http import UpstreamClient
@@ -51,7 +51,7 @@ class GatewayContext:
     key_hasher: KeyHasher
     tokens: TokenCodec
     users: UserCache
-    wallets: Wallets
+    wallets: WalletBook
     settler: Settler
     upstream: UpstreamClient
     health: ChannelHealth

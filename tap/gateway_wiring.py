@@ -9,12 +9,14 @@ from sqlalchemy.engine import Connection
 
 from console.context import ConsoleContext
 from gateway.billing.settlement import Settler
-from gateway.billing.wallet import Wallets
+from gateway.billing.shared_wallet import SharedWallets
+from gateway.billing.wallet import WalletBook, Wallets
 from gateway.channels.http import UpstreamClient
 from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.health import ChannelHealth
 from gateway.invalidation import CATALOG, KEYS, USERS
 from gateway.limits import GatewayLimiter
+from gateway.state.memory import MemoryState
 from gateway.store import schema
 from gateway.user_cache import UserCache
 
@@ -27,7 +29,13 @@ def _mark_auto_disabled(conn: Connection, channel_id: int, reason: str, now: Any
 
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
                   settle_interval: float = 0.02) -> GatewayContext:
-    wallets = Wallets(ctx.db)
+    wallets: WalletBook
+    if not isinstance(ctx.state, MemoryState):
+        # several processes share this state (Redis): reservations must be shared too
+        wallets = SharedWallets(ctx.db, ctx.state, ctx.clock)  # type: ignore[arg-type]
+        wallets.start()
+    else:
+        wallets = Wallets(ctx.db)
     settler = Settler(ctx.db, ctx.clock, wallets, batch_interval=settle_interval)
 
     async def auto_disable(channel_id: int, reason: str) -> None:

@@ -35,7 +35,7 @@ from twisted.python.failure import Failure
 
 from gateway.billing.cost import Cost
 from gateway.billing.usage import Usage
-from gateway.billing.wallet import Reservation, SettlingToken, Wallets
+from gateway.billing.wallet import Reservation, SettlingToken, WalletBook
 from gateway.store.billing_writes import is_transient, write_batch
 from gateway.store.pool import DBRunner
 
@@ -133,7 +133,7 @@ class _Item:
 class Settler:
     """Queues settlements and writes them in group commits, one transaction at a time."""
 
-    def __init__(self, db: DBRunner, clock: IReactorTime, wallets: Wallets, *,
+    def __init__(self, db: DBRunner, clock: IReactorTime, wallets: WalletBook, *,
                  batch_interval: float = 0.005, max_batch: int = 500,
                  retry_base: float = 0.05, retry_cap: float = 5.0, split_after: int = 3,
                  give_up_after: int = 8, remember: int = 100_000) -> None:
@@ -242,7 +242,8 @@ class Settler:
         self.settlements_committed += len(batch)
         for item, result in zip(batch, results, strict=True):
             self.wallets.settled(item.token, result["balance_after_nanos"],
-                                 result["spent_after_nanos"], result["quota_nanos"])
+                                 result["spent_after_nanos"], result["quota_nanos"],
+                                 charged_nanos=result["charged_nanos"])
             charge = SettledCharge(
                 request_id=item.record.request_id, cost_nanos=item.record.cost_nanos,
                 charged_nanos=result["charged_nanos"],

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, ensureDeferred, fail, gatherResults, succeed
 from twisted.python.failure import Failure
@@ -50,6 +50,10 @@ class InsufficientBalance(PaymentRequired):
 
 class KeyQuotaExceeded(PaymentRequired):
     message = KEY_QUOTA_EXCEEDED
+
+
+class WalletUnavailable(Exception):
+    """The shared wallet could not be asked (Redis down or too slow): refuse, do not guess."""
 
 
 @dataclass(eq=False)
@@ -87,6 +91,31 @@ class SettlingToken:
     cost_nanos: int
     user_epoch: int
     key_epoch: int
+    #: the shared wallet's name for the queued debit ("" in memory)
+    ref: str = ""
+
+
+class WalletBook(Protocol):
+    """What admission and settlement need of a wallet: ``Wallets`` (one process, memory) or
+    ``shared_wallet.SharedWallets`` (several processes, Redis)."""
+
+    def reserve(self, request_id: str, user_id: int, key_id: int | None, amount_nanos: int,
+                *, jwt: bool = False) -> Deferred[Reservation]: ...
+
+    def release(self, reservation: Reservation) -> None: ...
+
+    def settling(self, reservation: Reservation | None, user_id: int, key_id: int | None,
+                 cost_nanos: int) -> SettlingToken: ...
+
+    def settled(self, token: SettlingToken, balance_after: int | None = None,
+                spent_after: int | None = None, quota: int | None = None, *,
+                charged_nanos: int | None = None) -> None: ...
+
+    def forget_user(self, user_id: int) -> None: ...
+
+    def forget_key(self, key_id: int) -> None: ...
+
+    def forget_all_keys(self) -> None: ...
 
 
 class Wallets:
@@ -218,8 +247,12 @@ class Wallets:
         return SettlingToken(user_id, key_id, cost, user.epoch, key.epoch if key else 0)
 
     def settled(self, token: SettlingToken, balance_after: int | None = None,
-                spent_after: int | None = None, quota: int | None = None) -> None:
-        """The batch holding ``token`` committed (or was abandoned: both numbers None)."""
+                spent_after: int | None = None, quota: int | None = None, *,
+                charged_nanos: int | None = None) -> None:
+        """The batch holding ``token`` committed (or was abandoned: both numbers None).
+
+        ``charged_nanos`` is for the shared wallet (it applies commits as deltas); this one
+        installs the committed numbers themselves."""
         user = self._users[token.user_id]
         user.pending -= token.cost_nanos
         self._install(user, token.user_epoch, balance_after, 0)

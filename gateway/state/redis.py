@@ -269,6 +269,24 @@ class RedisState:
         d = self._command(self._commands.execute_command("DEL", self._prefix + key))
         return d.addCallback(lambda _: None)
 
+    def run_script(self, script: bytes, keys: Sequence[str],
+                   args: Sequence[Any]) -> Deferred[list[int]]:
+        """Run a Lua script atomically; ``keys`` are prefixed here, the reply is a list of
+        integers (what every Lockgate script answers)."""
+        d = self._command(self._commands.eval(script, [self._prefix + k for k in keys],
+                                              list(args)))
+        return d.addCallback(lambda reply: [int(v) for v in reply])
+
+    def raw_command(self, *command: Any) -> Deferred[Any]:
+        """One Redis command as given (keys NOT prefixed: callers name them in full)."""
+        return self._command(self._commands.execute_command(*command))
+
+    def run_script(self, script: bytes, keys: Sequence[str],
+                   args: Sequence[str | bytes | int]) -> Deferred[Any]:
+        """Run a Lua script (EVALSHA, loaded on first use) over prefixed ``keys``."""
+        return self._command(self._commands.eval(
+            script, [self._prefix + key for key in keys], list(args)))
+
     def _command(self, d: Deferred[Any]) -> Deferred[Any]:
         """Bound a command (waiting for a connection included) by the timeout."""
         return d.addTimeout(self._timeout, self._reactor)

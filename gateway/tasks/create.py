@@ -95,7 +95,7 @@ async def persist(call: GatewayCall, new: NewTask) -> dict[str, Any]:
         log.failure("storing task {id} failed (upstream id {up})", id=task_id, up=found)
         raise errors.internal("Failed to save task") from None
     ctx.wallets.settled(token, result["balance_after_nanos"], result["spent_after_nanos"],
-                        result["quota_nanos"])
+                        result["quota_nanos"], charged_nanos=result["charged_nanos"])
     if status in REFUNDED:
         ctx.wallets.forget_user(user_id)
         if key_id is not None:

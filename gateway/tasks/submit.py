@@ -19,13 +19,11 @@ import orjson
 from gateway import errors
 from gateway.auth import Caller
 from gateway.billing.cost import Cost
-from gateway.billing.wallet import PaymentRequired
-from gateway.call import GatewayCall, guard_url, upstream_header
+from gateway.call import GatewayCall, guard_url, reserve_or_refuse, upstream_header
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
 from gateway.channels.http import BodyTooLarge, UpstreamError
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit
 from gateway.metering import Priced
 from gateway.request_io import read_body, write_json_bytes
@@ -124,13 +122,8 @@ class TaskCall(GatewayCall):
         return body
 
     async def _hold(self, caller: Caller, priced: Priced, amount: int) -> None:
-        try:
-            self.reservation = await self.ctx.wallets.reserve(
-                self.log.request_id, caller.user.id, caller.key_id, amount,
-                jwt=caller.key is None)
-        except PaymentRequired as exc:
-            raise GatewayError(402, str(exc), type="insufficient_quota",
-                               code="insufficient_quota") from None
+        self.reservation = await reserve_or_refuse(self.ctx, self.log.request_id, caller,
+                                                   amount)
         primary = priced.candidate.user_channel
         verdict = await self.ctx.limiter.check_user_channel(caller.user.id, UserChannelLimit(
             primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,

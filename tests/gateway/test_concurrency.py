@@ -5,15 +5,23 @@ sums to the balance."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import orjson
 import treq
 from sqlalchemy import select
+from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
+from twisted.internet.task import deferLater
+from twisted.protocols.policies import WrappingFactory
+from twisted.web.server import Site
 
 from gateway.billing.money import to_nanos
+from gateway.state.redis import RedisState
 from gateway.store import schema
+from tap.http_request import LockgateRequest
 from tests.gateway.gateway_case import OUTPUT_PRICE, GatewayTestCase
+from tests.support.redis_server import fresh_prefix, redis_server
 
 #: each call: 3 output tokens at OUTPUT_PRICE per 1M, input free
 CALL_COST = Decimal(3) * Decimal(OUTPUT_PRICE) / Decimal(1_000_000)
@@ -70,3 +78,55 @@ class ConcurrencyTests(GatewayTestCase):
 
 class ConcurrencyOnPostgresTests(ConcurrencyTests):
     backend = "postgresql"
+
+
+class TwoNodesTests(ConcurrencyTests):
+    """The same two cases with the calls split over two Lockgate processes ("nodes") that share
+    one database and one real redis-server: the quota and the balance hold for the fleet, not
+    per node (each node's own memory would let up to 10 through *each*)."""
+
+    def open_app(self, **overrides: Any) -> Any:
+        if not hasattr(self, "redis_url"):
+            self.redis_url = redis_server().url(fresh_prefix())
+        state = RedisState.from_url(reactor, self.redis_url)
+        state.start()  # commands wait for the connection; the app stops the state on close
+        return super().open_app(state=state, **overrides)
+
+    async def second_node(self) -> str:
+        node = self.node_b = self.open_app()
+        self.addCleanup(node.close)
+        factory = WrappingFactory(Site(node.root, requestFactory=LockgateRequest))
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+
+        def drop_connections() -> Any:
+            for protocol in list(factory.protocols):
+                protocol.transport.abortConnection()
+            return deferLater(reactor, 0.01, lambda: None)
+
+        self.addCleanup(drop_connections)
+        for _ in range(500):  # the catalog reaches the second node over the Redis bus
+            if node.ctx.catalog.snapshot.candidates("gpt-fake"):
+                break
+            await deferLater(reactor, 0.01, lambda: None)
+        assert node.ctx.catalog.snapshot.candidates("gpt-fake"), "catalog never arrived"
+        return f"http://127.0.0.1:{port.getHost().port}"
+
+    async def fire(self, count: int, token: str) -> list[int]:
+        other = await self.second_node()
+        body = orjson.dumps({"model": "gpt-fake", "max_tokens": 3,
+                             "messages": [{"role": "user", "content": "x"}]})
+
+        async def one(base: str) -> int:
+            response = await treq.post(
+                (base + "/v1/chat/completions").encode(), data=body,
+                headers={b"Authorization": [b"Bearer " + token.encode()],
+                         b"Content-Type": [b"application/json"]}, pool=self.pool)
+            await treq.content(response)
+            return response.code
+
+        from twisted.internet.defer import ensureDeferred
+        statuses = await gatherResults([ensureDeferred(one(self.base if i % 2 else other))
+                                        for i in range(count)])
+        await self.node_b.gateway.settler.flush()  # the test body flushes the first node's
+        return statuses

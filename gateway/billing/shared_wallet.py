@@ -1,0 +1,301 @@
+"""Reservations held in Redis, for several gateway processes sharing one database and one Redis.
+
+Why: ``Wallets`` admits against a per-process cache.  With several processes, one process does
+not see another's reservations, queued debits or commits, so the fleet as a whole could admit
+far more than a balance or a key quota covers.  Here every process checks and adds in one Redis
+script (``wallet_scripts``), against numbers every process moves:
+
+- the committed ``limit`` (balance; quota and ``used`` for a key) is loaded from the database
+  on first use and after a forget, and then moved by each commit as a *delta* (deltas of
+  different processes commute, so their order does not matter);
+- a load installs its number only if no commit or forget bumped the account's ``ver`` while it
+  read the database; the one interleaving that still slips through (the load read a commit
+  whose delta lands after the install) counts that commit twice -- it can only refuse too
+  early, never admit too much, and the next forget (top-up, admin edit) repairs it;
+- reservations and queued debits are held as members of one sorted set, scored by an expiry
+  that their process renews every ``renew_interval``; a process that dies stops renewing, and
+  the sweep any process runs gives its holds back once they expire (``hold_seconds``).
+
+Redis unreachable -> ``WalletUnavailable`` at admission (the request fails closed with 503);
+the settlement side never waits on Redis and only logs what it could not tell it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet.defer import Deferred, DeferredList, ensureDeferred
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from gateway.billing import wallet_scripts as scripts
+from gateway.billing.wallet import (
+    InsufficientBalance,
+    KeyQuotaExceeded,
+    Reservation,
+    SettlingToken,
+    WalletUnavailable,
+)
+from gateway.store.billing_writes import load_key_quota, load_user_balance
+from gateway.store.pool import DBRunner
+
+if TYPE_CHECKING:  # txredisapi imports the reactor: only the running app may import it
+    from gateway.state.redis import RedisState
+
+log = Logger()
+
+HOLDS = "wallet:holds"
+ACCOUNTS = "wallet:"
+
+
+def _user(user_id: int) -> str:
+    return f"{ACCOUNTS}u:{user_id}"
+
+
+def _key(key_id: int) -> str:
+    return f"{ACCOUNTS}k:{key_id}"
+
+
+def _member(kind: str, request_id: str, user_id: int, key_id: int | None, amount: int) -> str:
+    return f"{kind}:{request_id}:{user_id}:{'' if key_id is None else key_id}:{amount}"
+
+
+class SharedWallets:
+    """``Wallets``' interface over Redis; one per process."""
+
+    #: how many admission attempts may meet a missing account (each triggers a load)
+    MAX_LOADS = 4
+
+    def __init__(self, db: DBRunner, redis: RedisState, clock: IReactorTime, *,
+                 hold_seconds: float = 300, renew_interval: float = 60,
+                 sweep_batch: int = 500) -> None:
+        if renew_interval * 2 > hold_seconds:
+            raise ValueError("holds must outlive two renew intervals")
+        self.db = db
+        self.redis = redis
+        self.clock = clock
+        self.hold_seconds = hold_seconds
+        self.sweep_batch = sweep_batch
+        self._held: dict[str, tuple[Reservation, str]] = {}
+        #: queued debits of this process (members), renewed until their batch committed
+        self._pending: set[str] = set()
+        self._loads: dict[str, list[Deferred[None]]] = {}
+        #: updates sent and not yet answered (``stop`` waits for them)
+        self._telling: set[Deferred[Any]] = set()
+        self._renewer = LoopingCall(self.renew)
+        self._renewer.clock = clock
+        self._renew_interval = renew_interval
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._renewer.start(self._renew_interval, now=False)
+
+    def stop(self) -> Deferred[None]:
+        """Stop renewing; fires once the updates already sent have been answered."""
+        if self._renewer.running:
+            self._renewer.stop()
+        done: Deferred[Any] = DeferredList(list(self._telling), consumeErrors=True)
+        return done.addCallback(lambda _: None)
+
+    def _expires_ms(self) -> int:
+        return int((self.clock.seconds() + self.hold_seconds) * 1000)
+
+    def _accounts(self, user_id: int, key_id: int | None) -> list[str]:
+        return [HOLDS, _user(user_id)] + ([] if key_id is None else [_key(key_id)])
+
+    # --- requests -----------------------------------------------------------------------
+
+    def reserve(self, request_id: str, user_id: int, key_id: int | None, amount_nanos: int,
+                *, jwt: bool = False) -> Deferred[Reservation]:
+        """Hold ``amount_nanos`` for a request, or fail with ``PaymentRequired`` (402) or
+        ``WalletUnavailable``."""
+        return ensureDeferred(self._reserve(request_id, user_id, None if jwt else key_id,
+                                            max(0, amount_nanos)))
+
+    async def _reserve(self, request_id: str, user_id: int, key_id: int | None,
+                       amount: int) -> Reservation:
+        if request_id in self._held:
+            raise ValueError(f"request {request_id!r} already holds a reservation")
+        member = _member("r", request_id, user_id, key_id, amount)
+        for _ in range(self.MAX_LOADS):
+            status, which = await self._run(scripts.RESERVE, self._accounts(user_id, key_id),
+                                            [amount, member, self._expires_ms()])
+            if status == 1:
+                reservation = Reservation(request_id, user_id, key_id, amount)
+                self._held[request_id] = (reservation, member)
+                return reservation
+            if status == 0:
+                raise InsufficientBalance() if which == 1 else KeyQuotaExceeded()
+            if which == 1:
+                await self._load(_user(user_id), load_user_balance, user_id)
+            else:
+                assert key_id is not None
+                await self._load(_key(key_id), load_key_quota, key_id)
+        raise WalletUnavailable("account kept changing while it was loaded")
+
+    def release(self, reservation: Reservation) -> None:
+        """Give a reservation back (idempotent)."""
+        if not reservation.held:
+            return
+        reservation.held = False
+        found = self._held.pop(reservation.request_id, None)
+        if found is None or found[0] is not reservation:
+            return
+        self._tell(scripts.SETTLING, self._accounts(reservation.user_id, reservation.key_id),
+                   [found[1], reservation.amount_nanos, "", 0, 0])
+
+    # --- the settler's side -------------------------------------------------------------
+
+    def settling(self, reservation: Reservation | None, user_id: int, key_id: int | None,
+                 cost_nanos: int) -> SettlingToken:
+        """A settlement was queued: its reservation becomes a queued debit of ``cost``."""
+        held = ""
+        amount = 0
+        if reservation is not None and reservation.held:
+            reservation.held = False
+            found = self._held.pop(reservation.request_id, None)
+            if found is not None and found[0] is reservation:
+                held, amount = found[1], reservation.amount_nanos
+        cost = max(0, cost_nanos)
+        debit = ""
+        if cost:
+            ref = (reservation.request_id if reservation is not None
+                   else f"n{random.getrandbits(64):016x}")
+            debit = _member("p", ref, user_id, key_id, cost)
+            self._pending.add(debit)
+        if held or debit:
+            self._tell(scripts.SETTLING, self._accounts(user_id, key_id),
+                       [held, amount, debit, cost, self._expires_ms()])
+        return SettlingToken(user_id, key_id, cost, 0, 0, ref=debit)
+
+    def settled(self, token: SettlingToken, balance_after: int | None = None,
+                spent_after: int | None = None, quota: int | None = None, *,
+                charged_nanos: int | None = None) -> None:
+        """The batch holding ``token`` committed (``charged_nanos`` = what it took), or was
+        abandoned (no numbers: nothing changed in the database)."""
+        if not token.ref:
+            return  # nothing was queued: a zero cost charges nothing
+        self._pending.discard(token.ref)
+        committed = balance_after is not None or charged_nanos is not None
+        charged = "" if not committed else str(
+            token.cost_nanos if charged_nanos is None else max(0, charged_nanos))
+        self._tell(scripts.SETTLED, self._accounts(token.user_id, token.key_id),
+                   [token.ref, token.cost_nanos, charged],
+                   on_failure=lambda: self._forget_later(token.user_id, token.key_id))
+
+    # --- cache control ------------------------------------------------------------------
+
+    def forget_user(self, user_id: int) -> None:
+        self._tell(scripts.FORGET, [_user(user_id)], [])
+
+    def forget_key(self, key_id: int) -> None:
+        self._tell(scripts.FORGET, [_key(key_id)], [])
+
+    def forget_all_keys(self) -> None:
+        """Reload every key's numbers on next use (a key change announced only by hash)."""
+        d = ensureDeferred(self._forget_all_keys())
+        d.addErrback(lambda f: log.failure("could not forget API key quotas", f))
+
+    async def _forget_all_keys(self) -> None:
+        cursor = b"0"
+        pattern = f"{self.redis.prefix}{ACCOUNTS}k:*"
+        while True:
+            cursor, names = await self.redis.raw_command("SCAN", cursor, "MATCH", pattern,
+                                                         "COUNT", 1000)
+            for name in names:
+                key_name = name.decode() if isinstance(name, bytes) else str(name)
+                await self._run(scripts.FORGET, [key_name[len(self.redis.prefix):]], [])
+            if cursor in (b"0", "0", 0):
+                return
+
+    def _forget_later(self, user_id: int, key_id: int | None) -> None:
+        # a commit we could not apply must not leave a number that is too high: reload instead
+        self.clock.callLater(1.0, self.forget_user, user_id)
+        if key_id is not None:
+            self.clock.callLater(1.0, self.forget_key, key_id)
+
+    # --- expiry of holds ----------------------------------------------------------------
+
+    def renew(self) -> Deferred[None]:
+        """Push out the expiry of this process's holds, then sweep everybody's expired ones."""
+        return ensureDeferred(self._renew())
+
+    async def _renew(self) -> None:
+        members = [member for _, member in self._held.values()] + list(self._pending)
+        expires = self._expires_ms()
+        try:
+            for start in range(0, len(members), 500):
+                await self._run(scripts.RENEW, [HOLDS],
+                                [expires, *members[start:start + 500]])
+            await self.sweep()
+        except WalletUnavailable as exc:
+            log.warn("could not renew wallet holds: {error}", error=exc)
+
+    async def sweep(self) -> int:
+        """Give back holds whose process stopped renewing them; returns how many."""
+        now_ms = int(self.clock.seconds() * 1000)
+        (swept,) = await self._run(scripts.SWEEP, [HOLDS],
+                                   [now_ms, self.redis.prefix + ACCOUNTS, self.sweep_batch])
+        if swept:
+            log.warn("gave back {n} expired wallet holds", n=swept)
+        return swept
+
+    # --- Redis --------------------------------------------------------------------------
+
+    async def _load(self, account: str, query: Callable[..., Any], ident: int) -> None:
+        """One database read per account however many admissions wait for it."""
+        waiter: Deferred[None] = Deferred()
+        waiters = self._loads.get(account)
+        if waiters is None:
+            waiters = self._loads[account] = []
+            ensureDeferred(self._load_once(account, query, ident)).addBoth(
+                self._loaded, account)
+        waiters.append(waiter)
+        await waiter
+
+    def _loaded(self, result: Any, account: str) -> None:
+        for waiter in self._loads.pop(account, []):
+            if isinstance(result, Failure):
+                waiter.errback(result)
+            else:
+                waiter.callback(None)
+
+    async def _load_once(self, account: str, query: Callable[..., Any], ident: int) -> None:
+        ver = await self.raw_ver(account)
+        values = await self.db.transaction(query, ident)
+        limit, used = values if values is not None else (0, 0)
+        await self._run(scripts.INSTALL, [account], [ver, limit, used])
+
+    async def raw_ver(self, account: str) -> bytes:
+        try:
+            reply = await self.redis.raw_command("HGET", self.redis.prefix + account, "ver")
+        except Exception as exc:
+            raise WalletUnavailable(f"shared wallet unavailable: {exc}") from exc
+        if reply is None:
+            return b"0"
+        return reply if isinstance(reply, bytes) else str(reply).encode()
+
+    async def _run(self, script: bytes, keys: list[str], args: list[Any]) -> list[int]:
+        try:
+            return await self.redis.run_script(script, keys, args)
+        except Exception as exc:
+            raise WalletUnavailable(f"shared wallet unavailable: {exc}") from exc
+
+    def _tell(self, script: bytes, keys: list[str], args: list[Any],
+              on_failure: Callable[[], None] | None = None) -> None:
+        """Fire and forget (the settlement path never waits on Redis); failures are logged."""
+        def failed(failure: Any) -> None:
+            log.failure("shared wallet update failed", failure)
+            if on_failure is not None:
+                on_failure()
+
+        d = self.redis.run_script(script, keys, args)
+        self._telling.add(d)
+        d.addErrback(failed)
+        d.addBoth(lambda _: self._telling.discard(d))
+

@@ -1,0 +1,153 @@
+"""Reservations shared through a real redis-server by two "processes" on one database.
+
+Each node is its own ``RedisState`` connection, ``SharedWallets`` and ``Settler``, as two
+``twistd lockgate`` processes would have; the ledger is the real SQLite (or PostgreSQL) file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import DeferredList
+
+from gateway.billing import wallet_scripts
+from gateway.billing.settlement import SettlementRecord, Settler
+from gateway.billing.shared_wallet import HOLDS, SharedWallets
+from gateway.billing.wallet import InsufficientBalance, KeyQuotaExceeded, WalletUnavailable
+from gateway.state.redis import RedisState
+from tests.gateway.billing.ledger_case import UNIT, LedgerCase
+from tests.gateway.billing.test_wallet import one_unit_cost
+from tests.support.redis_server import fresh_prefix, redis_server
+
+
+class SharedWalletTests(LedgerCase):
+    def setUp(self) -> Any:
+        super().setUp()
+        self.server = redis_server()
+        self.prefix = fresh_prefix()
+
+    async def node(self) -> tuple[SharedWallets, Settler]:
+        state = RedisState.from_url(reactor, self.server.url(self.prefix))
+        await state.start()
+        self.addCleanup(state.stop)
+        wallets = SharedWallets(self.db, state, self.clock)
+        return wallets, Settler(self.db, self.clock, wallets)
+
+    async def reserve_many(self, wallets: list[SharedWallets], n: int, user: int,
+                           key: int | None, amount: int) -> tuple[list[Any], list[Any]]:
+        ds = [wallets[i % len(wallets)].reserve(f"r{i}", user, key, amount) for i in range(n)]
+        results = await DeferredList(ds, consumeErrors=True)
+        return ([value for ok, value in results if ok],
+                [value for ok, value in results if not ok])
+
+    async def settle(self, settler: Settler, reservation: Any, tokens: int) -> None:
+        settler.settle(reservation, SettlementRecord(
+            request_id=reservation.request_id, user_id=reservation.user_id,
+            api_key_id=reservation.key_id, cost=one_unit_cost(tokens)))
+        await settler.flush()
+
+    async def holds(self, wallets: SharedWallets) -> int:
+        return int(await wallets.redis.raw_command("ZCARD", self.prefix + HOLDS))
+
+    async def test_two_nodes_never_admit_more_than_the_balance(self) -> None:
+        (a, _), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        admitted, refused = await self.reserve_many([a, b], 40, user, None, UNIT)
+        assert len(admitted) == 10 and len(refused) == 30
+        assert all(f.check(InsufficientBalance) for f in refused)
+        assert {r.request_id for r in admitted} <= {f"r{i}" for i in range(40)}
+        assert await self.holds(a) == 10
+
+    async def test_two_nodes_never_admit_more_than_the_key_quota(self) -> None:
+        (a, _), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(1000 * UNIT)
+        key = await self.add_key(user, quota_nanos=10 * UNIT)
+        admitted, refused = await self.reserve_many([a, b], 200, user, key, UNIT)
+        assert len(admitted) == 10
+        assert all(f.check(KeyQuotaExceeded) for f in refused)
+        # the refusals reserved nothing from the wallet: 990 units are still there
+        more, _ = await self.reserve_many([b], 1, user, None, 990 * UNIT)
+        assert len(more) == 1
+
+    async def test_a_commit_on_one_node_counts_on_the_other(self) -> None:
+        (a, settler_a), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        key = await self.add_key(user, quota_nanos=8 * UNIT)
+        first = await a.reserve("one", user, key, 4 * UNIT)
+        await self.settle(settler_a, first, 3)  # charged 3: balance 7, key spent 3 of 8
+        assert await self.balance(user) == 7 * UNIT
+        assert sum(row["amount_nanos"] for row in await self.ledger(user)) == -3 * UNIT
+        await b.reserve("two", user, key, 5 * UNIT)  # the key's 5 left, all of it
+        with self.assertRaises(KeyQuotaExceeded):
+            await b.reserve("three", user, key, 1)
+        with self.assertRaises(InsufficientBalance):
+            await b.reserve("four", user, None, 2 * UNIT + 1)  # 7 - 5 reserved = 2 left
+        assert await self.holds(a) == 1  # "two" only: the settled debit is gone
+
+    async def test_forget_on_one_node_reloads_for_all(self) -> None:
+        (a, _), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(5 * UNIT)
+        held = await b.reserve("x", user, None, 5 * UNIT)
+        with self.assertRaises(InsufficientBalance):
+            await b.reserve("y", user, None, 1)
+        await self.set_balance(user, 20 * UNIT)  # a top-up, announced on one node
+        a.forget_user(user)
+        await a.redis.raw_command("PING")  # the forget went out before this reply came back
+        await b.reserve("z", user, None, 15 * UNIT)  # 20 - the 5 still held
+        with self.assertRaises(InsufficientBalance):
+            await b.reserve("w", user, None, 1)
+        b.release(held)
+        await b.redis.raw_command("PING")
+        await a.reserve("v", user, None, 5 * UNIT)
+
+    async def test_a_load_that_raced_a_commit_does_not_install(self) -> None:
+        (a, settler_a), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        account = f"wallet:u:{user}"
+        reservation = await a.reserve("c", user, None, UNIT)
+        a.forget_user(user)  # (a top-up, say): the next admission loads again
+        seen = await b.raw_ver(account)  # B's load starts: it will read balance 10 ...
+        await self.settle(settler_a, reservation, 1)  # ... but A commits 1 meanwhile
+        await a.redis.raw_command("PING")
+        assert await self.balance(user) == 9 * UNIT
+        reply = await b.redis.run_script(wallet_scripts.INSTALL, [account],
+                                         [seen, 10 * UNIT, 0])
+        assert reply == [0]  # the stale 10 is not installed
+        await b.reserve("d", user, None, 9 * UNIT)  # loaded again: 9
+        with self.assertRaises(InsufficientBalance):
+            await b.reserve("e", user, None, 1)
+
+    async def test_a_dead_nodes_holds_expire_and_a_live_nodes_do_not(self) -> None:
+        (dead, _), (live, _) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        await dead.reserve("lost", user, None, 6 * UNIT)
+        await live.reserve("kept", user, None, 2 * UNIT)
+        with self.assertRaises(InsufficientBalance):
+            await live.reserve("more", user, None, 3 * UNIT)
+        self.clock.advance(live.hold_seconds * 0.6)
+        await live.renew()  # the live node renews its own; the dead one does not
+        self.clock.advance(live.hold_seconds * 0.6)
+        assert await live.sweep() == 1
+        assert await self.holds(live) == 1
+        await live.reserve("more", user, None, 8 * UNIT)  # 10 - 2 kept
+        with self.assertRaises(InsufficientBalance):
+            await live.reserve("again", user, None, 1)
+
+    async def test_a_zero_cost_settlement_only_releases(self) -> None:
+        (a, settler), _ = await self.node(), None
+        user = await self.add_user(3 * UNIT)
+        reservation = await a.reserve("z", user, None, 3 * UNIT)
+        settler.settle(reservation, SettlementRecord(request_id="z", user_id=user))
+        await settler.flush()
+        await a.redis.raw_command("PING")
+        assert await self.holds(a) == 0
+        await a.reserve("z2", user, None, 3 * UNIT)
+
+    async def test_unreachable_redis_fails_closed(self) -> None:
+        state = RedisState(reactor, "127.0.0.1", 9, timeout=0.2)  # nothing listens on 9
+        self.addCleanup(state.stop)
+        wallets = SharedWallets(self.db, state, self.clock)
+        user = await self.add_user(10 * UNIT)
+        with self.assertRaises(WalletUnavailable):
+            await wallets.reserve("n", user, None, UNIT)
