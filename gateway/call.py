@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +21,11 @@ from twisted.python.failure import Failure
 from gateway import errors, routing
 from gateway.auth import Caller, authenticate
 from gateway.billing.wallet import PaymentRequired, Reservation, WalletUnavailable
-from gateway.catalog.snapshot import Candidate, CatalogSnapshot
+from gateway.catalog.snapshot import Candidate, CatalogSnapshot, UserChannel
 from gateway.channels.http import UpstreamResponse
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
-from gateway.limits import UserChannelLimit, global_identity
+from gateway.limits import UserChannelLimit, Verdict, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.relay import StreamWriter
@@ -105,8 +105,8 @@ class GatewayCall(ABC):
         caller = await authenticate(ctx, self.request)
         self.log.user_id, self.log.api_key_id, self.log.ip = (
             caller.user.id, caller.key_id, caller.ip)
-        verdict = await ctx.limiter.check_global(
-            global_identity(caller.key_id, caller.user.id, caller.ip))
+        verdict = await limiter_verdict(ctx.limiter.check_global(
+            global_identity(caller.key_id, caller.user.id, caller.ip)))
         if verdict.error is not None:
             raise verdict.error
         return caller
@@ -137,10 +137,14 @@ class GatewayCall(ABC):
         ctx = self.ctx
         amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
         self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
-        primary = attempts[0].candidate.user_channel
-        verdict = await ctx.limiter.check_user_channel(caller.user.id, UserChannelLimit(
-            primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
-            primary.rate_limit_burst))
+        await self._check_user_channel(caller, attempts[0].candidate.user_channel)
+
+    async def _check_user_channel(self, caller: Caller, primary: UserChannel) -> None:
+        """The primary target's per-user-channel limit (429), counted when admitted."""
+        verdict = await limiter_verdict(self.ctx.limiter.check_user_channel(
+            caller.user.id, UserChannelLimit(
+                primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
+                primary.rate_limit_burst)))
         self.extra_headers.update(verdict.headers)
         if verdict.error is not None:
             raise verdict.error
@@ -219,6 +223,17 @@ def routing_inputs(snapshot: CatalogSnapshot, model: str, user_id: int,
     if len(cache) < _ROUTING_INPUTS_PER_SNAPSHOT:
         cache[key] = inputs
     return inputs
+
+
+async def limiter_verdict(pending: Awaitable[Verdict]) -> Verdict:
+    """A rate limiter's verdict; when the shared state (Redis) cannot answer, the call is
+    refused with 503 -- a limit nobody can count must not let everything through."""
+    try:
+        return await pending
+    except Exception:
+        log.failure("rate limiting could not reach the shared state")
+        raise GatewayError(503, "Rate limiting is temporarily unavailable",
+                           type="service_unavailable") from None
 
 
 async def reserve_or_refuse(ctx: GatewayContext, request_id: str, caller: Caller,

@@ -286,14 +286,6 @@ def no_channel() -> GatewayError:
                         code="no_channel")
 
 
-def wallet_unavailable() -> GatewayError:
-    """Reservations could not be checked (the shared wallet store is unreachable): refuse
-    rather than admit a call nobody can account for."""
-    return GatewayError(503, "Billing is temporarily unavailable, please retry",
-                        type="server_error", code="wallet_unavailable",
-                        headers=_retry_headers(1))
-
-
 def no_model_config() -> GatewayError:
     return GatewayError(503, "No enabled model configuration for this model",
                         type="server_error", code="no_model_config")

@@ -8,13 +8,19 @@ script (``wallet_scripts``), against numbers every process moves:
 - the committed ``limit`` (balance; quota and ``used`` for a key) is loaded from the database
   on first use and after a forget, and then moved by each commit as a *delta* (deltas of
   different processes commute, so their order does not matter);
-- a load installs its number only if no commit or forget bumped the account's ``ver`` while it
-  read the database; the one interleaving that still slips through (the load read a commit
-  whose delta lands after the install) counts that commit twice -- it can only refuse too
-  early, never admit too much, and the next forget (top-up, admin edit) repairs it;
+- a load installs its number only if no forget bumped the account's ``ver`` while it read the
+  database (the row may predate the change: read again).  Commits that land meanwhile find no
+  limit to move and add to ``missed`` instead; the install subtracts what ``missed`` grew by
+  since the load began.  A commit the database read already included is then counted twice,
+  as is one whose delta lands after the install -- that can only refuse too early, never admit
+  too much, and the next forget (top-up, admin edit) repairs it.  Commits never make a load
+  start over: with a busy account (a report every millisecond) every load would race one, and
+  admission would fail with 503 until the traffic stopped;
 - reservations and queued debits are held as members of one sorted set, scored by an expiry
   that their process renews every ``renew_interval``; a process that dies stops renewing, and
-  the sweep any process runs gives its holds back once they expire (``hold_seconds``).
+  the sweep any process runs gives its holds back once they expire (``hold_seconds``).  An
+  expired queued debit also drops its accounts' limits: its process may have committed it and
+  died before reporting the delta, so only the database knows whether the limit includes it.
 
 Redis unreachable -> ``WalletUnavailable`` at admission (the request fails closed with 503);
 the settlement side never waits on Redis and only logs what it could not tell it.
@@ -99,6 +105,12 @@ class SharedWallets:
         """Stop renewing; fires once the updates already sent have been answered."""
         if self._renewer.running:
             self._renewer.stop()
+        return self.answered()
+
+    def answered(self) -> Deferred[None]:
+        """Fires once every update sent so far (release, settling, commit, forget) has been
+        answered.  Commands go out over a pool of connections, so a later command is no
+        barrier for an earlier one: shutdown and tests wait here instead."""
         done: Deferred[Any] = DeferredList(list(self._telling), consumeErrors=True)
         return done.addCallback(lambda _: None)
 
@@ -266,19 +278,22 @@ class SharedWallets:
                 waiter.callback(None)
 
     async def _load_once(self, account: str, query: Callable[..., Any], ident: int) -> None:
-        ver = await self.raw_ver(account)
+        ver, missed = await self.load_marks(account)
         values = await self.db.transaction(query, ident)
         limit, used = values if values is not None else (0, 0)
-        await self._run(scripts.INSTALL, [account], [ver, limit, used])
+        kind = "k" if query is load_key_quota else "u"
+        await self._run(scripts.INSTALL, [account], [ver, missed, limit, used, kind])
 
-    async def raw_ver(self, account: str) -> bytes:
+    async def load_marks(self, account: str) -> tuple[bytes, bytes]:
+        """(``ver``, ``missed``) of an account, read before a load reads the database."""
         try:
-            reply = await self.redis.raw_command("HGET", self.redis.prefix + account, "ver")
+            reply = await self.redis.raw_command("HMGET", self.redis.prefix + account, "ver",
+                                                 "missed")
         except Exception as exc:
             raise WalletUnavailable(f"shared wallet unavailable: {exc}") from exc
-        if reply is None:
-            return b"0"
-        return reply if isinstance(reply, bytes) else str(reply).encode()
+        ver, missed = (b"0" if value is None else value if isinstance(value, bytes)
+                       else str(value).encode() for value in reply)
+        return ver, missed
 
     async def _run(self, script: bytes, keys: list[str], args: list[Any]) -> list[int]:
         try:

@@ -3,7 +3,8 @@
 Accounts are hashes: ``limit`` (a user's spendable balance, or a key's quota) and ``used``
 (a key's spent counter) as last loaded from the database and moved by committed settlements;
 ``reserved`` and ``pending`` (in-flight reservations and queued debits of every node); ``ver``,
-bumped by every commit and forget so that a load that raced one never installs its number.
+bumped by every forget so that a load that raced one never installs its number; ``missed``,
+the commits reported while no limit was loaded (a load in progress takes them off its number).
 Every hold (a reservation or a queued debit) is also a member of one sorted set, scored by the
 time it expires unless its node renews it, so a node that dies cannot hold money forever.
 
@@ -49,12 +50,23 @@ redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
 return {1, 0}
 """
 
-#: KEYS = hash; ARGV = ver seen before reading the database, limit, used.
-#: -> {1} installed | {0} a commit or forget came in between (read again) or already loaded
+#: KEYS = hash; ARGV = ver and missed seen before reading the database, limit, used, kind
+#: ('u' user | 'k' key).  -> {1} installed | {0} already loaded, or a forget came in between
+#: (read again).  Commits reported meanwhile (``missed`` grew) are taken off the number read:
+#: the read may or may not include them, and counting one twice only refuses early.
 INSTALL = b"""
 if redis.call('HEXISTS', KEYS[1], 'limit') == 1 then return {0} end
-if (redis.call('HGET', KEYS[1], 'ver') or '0') ~= ARGV[1] then return {0} end
-redis.call('HSET', KEYS[1], 'limit', ARGV[2], 'used', ARGV[3])
+local f = redis.call('HMGET', KEYS[1], 'ver', 'missed')
+if (f[1] or '0') ~= ARGV[1] then return {0} end
+local missed = tonumber(f[2] or '0') - tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'limit', ARGV[3], 'used', ARGV[4])
+if missed ~= 0 then
+  if ARGV[5] == 'k' then
+    redis.call('HINCRBY', KEYS[1], 'used', missed)
+  else
+    redis.call('HINCRBY', KEYS[1], 'limit', -missed)
+  end
+end
 return {1}
 """
 
@@ -75,7 +87,8 @@ return {1}
 """
 
 #: KEYS = holds, user[, key]; ARGV = debit member, its amount, charged ('' = not committed).
-#: Applies a commit as a delta (commutes with other nodes' commits) and bumps ``ver``.
+#: Applies a commit as a delta (commutes with other nodes' commits); with no limit loaded the
+#: delta goes to ``missed``, for a load in progress to take off (see INSTALL).
 SETTLED = b"""
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   local amount = -tonumber(ARGV[2])
@@ -84,14 +97,16 @@ if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
 end
 if ARGV[3] ~= '' then
   local charged = tonumber(ARGV[3])
-  redis.call('HINCRBY', KEYS[2], 'ver', 1)
   if redis.call('HEXISTS', KEYS[2], 'limit') == 1 then
     redis.call('HINCRBY', KEYS[2], 'limit', -charged)
+  else
+    redis.call('HINCRBY', KEYS[2], 'missed', charged)
   end
   if KEYS[3] then
-    redis.call('HINCRBY', KEYS[3], 'ver', 1)
     if redis.call('HEXISTS', KEYS[3], 'limit') == 1 then
       redis.call('HINCRBY', KEYS[3], 'used', charged)
+    else
+      redis.call('HINCRBY', KEYS[3], 'missed', charged)
     end
   end
 end
@@ -106,6 +121,9 @@ return {1}
 """
 
 #: KEYS = holds; ARGV = now_ms, account key prefix, max members.  -> {members swept}
+#: An expired queued debit may have been committed by a node that died before it could report
+#: the commit: its accounts are forgotten, so the next admission reads the database (which
+#: knows) rather than a limit that may still lack the debit.
 SWEEP = b"""
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[3])
 local swept = 0
@@ -115,9 +133,14 @@ for _, member in ipairs(expired) do
     if kind then
       local field = 'pending'
       if kind == 'r' then field = 'reserved' end
-      redis.call('HINCRBY', ARGV[2] .. 'u:' .. uid, field, -tonumber(amount))
-      if kid ~= '' then
-        redis.call('HINCRBY', ARGV[2] .. 'k:' .. kid, field, -tonumber(amount))
+      local accounts = {ARGV[2] .. 'u:' .. uid}
+      if kid ~= '' then table.insert(accounts, ARGV[2] .. 'k:' .. kid) end
+      for _, account in ipairs(accounts) do
+        redis.call('HINCRBY', account, field, -tonumber(amount))
+        if kind == 'p' then
+          redis.call('HDEL', account, 'limit', 'used')
+          redis.call('HINCRBY', account, 'ver', 1)
+        end
       end
       swept = swept + 1
     end

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol
 
 from twisted.internet.defer import Deferred
 
@@ -51,20 +51,3 @@ class SharedState(Protocol):
     def start(self) -> Deferred[None]: ...
 
     def stop(self) -> Deferred[None]: ...
-
-
-@runtime_checkable
-class ScriptRunner(Protocol):
-    """What ``RedisState`` adds for callers that keep their own data in Redis (shared wallets).
-
-    ``MemoryState`` has no scripts: a single process keeps such data in its own memory.
-    """
-
-    @property
-    def prefix(self) -> str:
-        """Prepended to every key given to ``run_script`` (scripts that build key names from
-        arguments need it)."""
-
-    def run_script(self, script: bytes, keys: Sequence[str],
-                   args: Sequence[str | bytes | int]) -> Deferred[Any]:
-        """Run a Lua script atomically; fails (timeout, connection) when Redis is away."""

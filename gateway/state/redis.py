@@ -281,12 +281,6 @@ class RedisState:
         """One Redis command as given (keys NOT prefixed: callers name them in full)."""
         return self._command(self._commands.execute_command(*command))
 
-    def run_script(self, script: bytes, keys: Sequence[str],
-                   args: Sequence[str | bytes | int]) -> Deferred[Any]:
-        """Run a Lua script (EVALSHA, loaded on first use) over prefixed ``keys``."""
-        return self._command(self._commands.eval(
-            script, [self._prefix + key for key in keys], list(args)))
-
     def _command(self, d: Deferred[Any]) -> Deferred[Any]:
         """Bound a command (waiting for a connection included) by the timeout."""
         return d.addTimeout(self._timeout, self._reactor)

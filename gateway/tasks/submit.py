@@ -24,7 +24,6 @@ from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
 from gateway.channels.http import BodyTooLarge, UpstreamError
 from gateway.context import GatewayContext
-from gateway.limits import UserChannelLimit
 from gateway.metering import Priced
 from gateway.request_io import read_body, write_json_bytes
 from gateway.tasks import bodies, store, views
@@ -124,13 +123,7 @@ class TaskCall(GatewayCall):
     async def _hold(self, caller: Caller, priced: Priced, amount: int) -> None:
         self.reservation = await reserve_or_refuse(self.ctx, self.log.request_id, caller,
                                                    amount)
-        primary = priced.candidate.user_channel
-        verdict = await self.ctx.limiter.check_user_channel(caller.user.id, UserChannelLimit(
-            primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
-            primary.rate_limit_burst))
-        self.extra_headers.update(verdict.headers)
-        if verdict.error is not None:
-            raise verdict.error
+        await self._check_user_channel(caller, priced.candidate.user_channel)
 
     async def _submit(self, channel: Any, channel_type: str, path: str,
                       body: dict[str, Any]) -> Any:

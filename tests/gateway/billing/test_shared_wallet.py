@@ -9,14 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet import reactor
-from twisted.internet.defer import DeferredList
+from twisted.internet.defer import DeferredList, ensureDeferred
+from twisted.internet.task import deferLater
 
 from gateway.billing import wallet_scripts
 from gateway.billing.settlement import SettlementRecord, Settler
 from gateway.billing.shared_wallet import HOLDS, SharedWallets
 from gateway.billing.wallet import InsufficientBalance, KeyQuotaExceeded, WalletUnavailable
 from gateway.state.redis import RedisState
-from tests.gateway.billing.ledger_case import UNIT, LedgerCase
+from gateway.store import schema
+from gateway.store.billing_writes import write_batch
+from tests.gateway.billing.ledger_case import NOW, UNIT, LedgerCase
 from tests.gateway.billing.test_wallet import one_unit_cost
 from tests.support.redis_server import fresh_prefix, redis_server
 
@@ -93,30 +96,107 @@ class SharedWalletTests(LedgerCase):
             await b.reserve("y", user, None, 1)
         await self.set_balance(user, 20 * UNIT)  # a top-up, announced on one node
         a.forget_user(user)
-        await a.redis.raw_command("PING")  # the forget went out before this reply came back
+        await a.answered()  # (a PING is no barrier: commands go out over a pool)
         await b.reserve("z", user, None, 15 * UNIT)  # 20 - the 5 still held
         with self.assertRaises(InsufficientBalance):
             await b.reserve("w", user, None, 1)
         b.release(held)
-        await b.redis.raw_command("PING")
+        await b.answered()
         await a.reserve("v", user, None, 5 * UNIT)
 
-    async def test_a_load_that_raced_a_commit_does_not_install(self) -> None:
+    async def test_a_load_that_raced_a_commit_installs_without_it(self) -> None:
         (a, settler_a), (b, _) = await self.node(), await self.node()
         user = await self.add_user(10 * UNIT)
         account = f"wallet:u:{user}"
         reservation = await a.reserve("c", user, None, UNIT)
         a.forget_user(user)  # (a top-up, say): the next admission loads again
-        seen = await b.raw_ver(account)  # B's load starts: it will read balance 10 ...
+        await a.answered()
+        marks = await b.load_marks(account)  # B's load starts: it will read balance 10 ...
         await self.settle(settler_a, reservation, 1)  # ... but A commits 1 meanwhile
-        await a.redis.raw_command("PING")
+        await a.answered()
         assert await self.balance(user) == 9 * UNIT
         reply = await b.redis.run_script(wallet_scripts.INSTALL, [account],
-                                         [seen, 10 * UNIT, 0])
-        assert reply == [0]  # the stale 10 is not installed
-        await b.reserve("d", user, None, 9 * UNIT)  # loaded again: 9
+                                         [*marks, 10 * UNIT, 0, "u"])
+        assert reply == [1]  # installed, less the commit it may not have seen: 9
+        await b.reserve("d", user, None, 9 * UNIT)
         with self.assertRaises(InsufficientBalance):
             await b.reserve("e", user, None, 1)
+
+    async def test_a_load_that_saw_the_racing_commit_only_refuses_early(self) -> None:
+        (a, settler_a), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        key = await self.add_key(user, quota_nanos=10 * UNIT)
+        account = f"wallet:k:{key}"
+        reservation = await a.reserve("c", user, key, UNIT)
+        a.forget_key(key)
+        await a.answered()
+        marks = await b.load_marks(account)
+        await self.settle(settler_a, reservation, 1)
+        await a.answered()
+        # the database read comes after the commit (spent 1) and the commit is taken off as
+        # well: it counts twice, so 8 of the 9 left are admitted -- too few, never too many
+        reply = await b.redis.run_script(wallet_scripts.INSTALL, [account],
+                                         [*marks, 10 * UNIT, UNIT, "k"])
+        assert reply == [1]
+        await b.reserve("d", user, key, 8 * UNIT)
+        with self.assertRaises(KeyQuotaExceeded):
+            await b.reserve("e", user, key, 1)
+
+    async def test_a_load_that_raced_a_forget_reads_again(self) -> None:
+        (a, _), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        account = f"wallet:u:{user}"
+        marks = await b.load_marks(account)  # B's load starts: it will read balance 10 ...
+        await self.set_balance(user, 3 * UNIT)  # ... an admin sets 3 meanwhile
+        a.forget_user(user)
+        await a.answered()
+        reply = await b.redis.run_script(wallet_scripts.INSTALL, [account],
+                                         [*marks, 10 * UNIT, 0, "u"])
+        assert reply == [0]  # the stale 10 is not installed
+        with self.assertRaises(InsufficientBalance):
+            await b.reserve("d", user, None, 3 * UNIT + 1)  # loaded again: 3
+        await b.reserve("e", user, None, 3 * UNIT)
+
+    async def test_a_busy_account_still_loads_after_a_forget(self) -> None:
+        """Commits land every millisecond or so on node A while node B reloads the account
+        after each forget: a load must not start over for every commit it races."""
+        (a, settler_a), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(10**6 * UNIT)
+        running = True
+        commits = 0
+
+        async def commit_back_to_back() -> None:
+            nonlocal commits
+            while running:
+                settler_a.settle(None, SettlementRecord(
+                    request_id=f"c{commits}", user_id=user, cost=one_unit_cost()))
+                await settler_a.flush()
+                commits += 1
+
+        committing = ensureDeferred(commit_back_to_back())
+        while commits < 3:
+            await deferLater(reactor, 0, lambda: None)
+        outcomes = []
+        for i in range(20):
+            b.forget_user(user)
+            await b.answered()
+            try:
+                b.release(await b.reserve(f"r{i}", user, None, UNIT))
+                outcomes.append("admitted")
+            except WalletUnavailable:
+                outcomes.append("503")
+        running = False
+        await committing
+        await a.answered()
+        await b.answered()
+        assert outcomes == ["admitted"] * 20, (outcomes, commits)
+        # and nothing was counted that the ledger does not hold
+        spent = 10**6 * UNIT - await self.balance(user)
+        assert spent == commits * UNIT
+        b.forget_user(user)
+        await b.answered()
+        with self.assertRaises(InsufficientBalance):
+            await b.reserve("all", user, None, 10**6 * UNIT - spent + 1)
 
     async def test_a_dead_nodes_holds_expire_and_a_live_nodes_do_not(self) -> None:
         (dead, _), (live, _) = await self.node(), await self.node()
@@ -134,13 +214,76 @@ class SharedWalletTests(LedgerCase):
         with self.assertRaises(InsufficientBalance):
             await live.reserve("again", user, None, 1)
 
+    async def test_a_dead_nodes_committed_debit_is_not_spent_again(self) -> None:
+        """A node committed a settlement and died before telling Redis.  When its queued debit
+        expires, the balance must come from the database again: the number cached before the
+        commit would let the fleet spend the debit a second time."""
+        (dead, _), (live, _) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        reservation = await dead.reserve("lost", user, None, 6 * UNIT)
+        dead.settling(reservation, user, None, 6 * UNIT)
+        await dead.stop()  # the settling update was answered; nothing is renewed from here on
+        rows = [SettlementRecord(request_id="lost", user_id=user, cost=one_unit_cost(6)).row()]
+        await self.db.transaction(write_batch, rows, NOW)  # committed; the report never goes
+        assert await self.balance(user) == 4 * UNIT
+        self.clock.advance(live.hold_seconds + 1)
+        assert await live.sweep() == 1
+        with self.assertRaises(InsufficientBalance):
+            await live.reserve("over", user, None, 4 * UNIT + 1)
+        await live.reserve("all", user, None, 4 * UNIT)
+
+    async def test_two_nodes_settling_interleaved_reconcile_with_the_ledger(self) -> None:
+        (a, settler_a), (b, settler_b) = await self.node(), await self.node()
+        user = await self.add_user(10 * UNIT)
+        key = await self.add_key(user, quota_nanos=100 * UNIT)
+        admitted, refused = await self.reserve_many([a, b], 40, user, key, UNIT)
+        assert len(admitted) == 10 and len(refused) == 30
+        assert all(f.check(InsufficientBalance) for f in refused)
+        # each node settles what it admitted (r<even> on A, r<odd> on B); two cost nothing
+        free = {admitted[0].request_id, admitted[-1].request_id}
+        for r in admitted:
+            settler = settler_a if int(r.request_id[1:]) % 2 == 0 else settler_b
+            settler.settle(r, SettlementRecord(
+                request_id=r.request_id, user_id=user, api_key_id=key,
+                cost=None if r.request_id in free else one_unit_cost()))
+        await a.answered()
+        await b.answered()
+        # queued, not committed: every node already counts the 8 units as spent
+        for node in (a, b):
+            with self.assertRaises(InsufficientBalance):
+                await node.reserve(f"early-{id(node)}", user, None, 2 * UNIT + 1)
+        # B's batch commits first, then A's: the reports interleave across the two nodes
+        await settler_b.flush()
+        await settler_a.flush()
+        await a.answered()
+        await b.answered()
+        balance = await self.balance(user)
+        assert balance == 2 * UNIT
+        ledger = await self.ledger(user)
+        assert sum(row["amount_nanos"] for row in ledger) == balance - 10 * UNIT
+        assert min(row["balance_after_nanos"] for row in ledger) == balance
+        logs = [row for row in await self.logs() if row["user_id"] == user]
+        assert len(logs) == 10 and sum(row["cost_nanos"] for row in logs) == 8 * UNIT
+        assert (await self.key_row(key))["spent_nanos"] == 8 * UNIT
+        assert await self.count(schema.ledger) == 8
+        # Redis agrees with the ledger on both nodes: nothing held, exactly 2 units left
+        assert await self.holds(a) == 0
+        for node in (a, b):
+            with self.assertRaises(InsufficientBalance):
+                await node.reserve(f"over-{id(node)}", user, key, 2 * UNIT + 1)
+        last = await b.reserve("last", user, key, 2 * UNIT)
+        with self.assertRaises(InsufficientBalance):
+            await a.reserve("none", user, key, 1)
+        b.release(last)
+        await b.answered()
+
     async def test_a_zero_cost_settlement_only_releases(self) -> None:
         (a, settler), _ = await self.node(), None
         user = await self.add_user(3 * UNIT)
         reservation = await a.reserve("z", user, None, 3 * UNIT)
         settler.settle(reservation, SettlementRecord(request_id="z", user_id=user))
         await settler.flush()
-        await a.redis.raw_command("PING")
+        await a.answered()
         assert await self.holds(a) == 0
         await a.reserve("z2", user, None, 3 * UNIT)
 
