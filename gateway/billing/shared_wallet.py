@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # txredisapi imports the reactor: only the running app may im
 log = Logger()
 
 HOLDS = "wallet:holds"
+KEY_GENERATION = "wallet:kgen"
 ACCOUNTS = "wallet:"
 
 
@@ -120,6 +121,10 @@ class SharedWallets:
     def _accounts(self, user_id: int, key_id: int | None) -> list[str]:
         return [HOLDS, _user(user_id)] + ([] if key_id is None else [_key(key_id)])
 
+    def _admission_keys(self, user_id: int, key_id: int | None) -> list[str]:
+        keys = self._accounts(user_id, key_id)
+        return keys if key_id is None else [*keys, KEY_GENERATION]
+
     # --- requests -----------------------------------------------------------------------
 
     def reserve(self, request_id: str, user_id: int, key_id: int | None, amount_nanos: int,
@@ -135,7 +140,8 @@ class SharedWallets:
             raise ValueError(f"request {request_id!r} already holds a reservation")
         member = _member("r", request_id, user_id, key_id, amount)
         for _ in range(self.MAX_LOADS):
-            status, which = await self._run(scripts.RESERVE, self._accounts(user_id, key_id),
+            status, which = await self._run(scripts.RESERVE,
+                                            self._admission_keys(user_id, key_id),
                                             [amount, member, self._expires_ms()])
             if status == 1:
                 reservation = Reservation(request_id, user_id, key_id, amount)
@@ -209,21 +215,9 @@ class SharedWallets:
         self._tell(scripts.FORGET, [_key(key_id)], [])
 
     def forget_all_keys(self) -> None:
-        """Reload every key's numbers on next use (a key change announced only by hash)."""
-        d = ensureDeferred(self._forget_all_keys())
-        d.addErrback(lambda f: log.failure("could not forget API key quotas", f))
-
-    async def _forget_all_keys(self) -> None:
-        cursor = b"0"
-        pattern = f"{self.redis.prefix}{ACCOUNTS}k:*"
-        while True:
-            cursor, names = await self.redis.raw_command("SCAN", cursor, "MATCH", pattern,
-                                                         "COUNT", 1000)
-            for name in names:
-                key_name = name.decode() if isinstance(name, bytes) else str(name)
-                await self._run(scripts.FORGET, [key_name[len(self.redis.prefix):]], [])
-            if cursor in (b"0", "0", 0):
-                return
+        """Reload every key's numbers on next use (a key change announced only by hash): one
+        increment of the key generation, whatever the number of keys."""
+        self._tell(scripts.FORGET_ALL_KEYS, [KEY_GENERATION], [])
 
     def _forget_later(self, user_id: int, key_id: int | None) -> None:
         # a commit we could not apply must not leave a number that is too high: reload instead

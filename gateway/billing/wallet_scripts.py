@@ -3,7 +3,8 @@
 Accounts are hashes: ``limit`` (a user's spendable balance, or a key's quota) and ``used``
 (a key's spent counter) as last loaded from the database and moved by committed settlements;
 ``reserved`` and ``pending`` (in-flight reservations and queued debits of every node); ``ver``,
-bumped by every forget so that a load that raced one never installs its number; ``missed``,
+bumped by every forget so that a load that raced one never installs its number; ``gen`` (key
+accounts: the key generation they were last checked against); ``missed``,
 the commits reported while no limit was loaded (a load in progress takes them off its number).
 Every hold (a reservation or a queued debit) is also a member of one sorted set, scored by the
 time it expires unless its node renews it, so a node that dies cannot hold money forever.
@@ -19,8 +20,10 @@ Amounts fit Lua's doubles exactly up to 2^53 nano-units (about nine million bala
 
 from __future__ import annotations
 
-#: KEYS = holds, user[, key]; ARGV = amount, member, expires_ms.
+#: KEYS = holds, user[, key, key generation]; ARGV = amount, member, expires_ms.
 #: -> {1, 0} admitted | {0, 1} balance short | {0, 2} key quota short | {-1, 1|2} load first
+#: A key account checked against an older generation (``forget_all_keys`` moved it on) is
+#: forgotten here, on its next use, rather than by visiting every key account at once.
 RESERVE = b"""
 local amount = tonumber(ARGV[1])
 local user = KEYS[2]
@@ -29,6 +32,13 @@ local ulimit = redis.call('HGET', user, 'limit')
 if not ulimit then return {-1, 1} end
 local klimit = nil
 if key then
+  local generation = redis.call('GET', KEYS[4]) or '0'
+  if (redis.call('HGET', key, 'gen') or '0') ~= generation then
+    redis.call('HDEL', key, 'limit', 'used')
+    redis.call('HINCRBY', key, 'ver', 1)
+    redis.call('HSET', key, 'gen', generation)
+    return {-1, 2}
+  end
   klimit = redis.call('HGET', key, 'limit')
   if not klimit then return {-1, 2} end
 end
@@ -111,6 +121,11 @@ if ARGV[3] ~= '' then
   end
 end
 return {1}
+"""
+
+#: KEYS = the key generation.  Every key account loads again on its next use (see RESERVE).
+FORGET_ALL_KEYS = b"""
+return {redis.call('INCR', KEYS[1])}
 """
 
 #: KEYS = hash.  The next admission loads the account again; holds stay counted.

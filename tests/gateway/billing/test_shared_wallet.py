@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import update
 from twisted.internet import reactor
 from twisted.internet.defer import DeferredList, ensureDeferred
 from twisted.internet.task import deferLater
@@ -103,6 +104,23 @@ class SharedWalletTests(LedgerCase):
         b.release(held)
         await b.answered()
         await a.reserve("v", user, None, 5 * UNIT)
+
+    async def test_forget_all_keys_reloads_every_key_on_its_next_use(self) -> None:
+        (a, _), (b, _) = await self.node(), await self.node()
+        user = await self.add_user(100 * UNIT)
+        keys = [await self.add_key(user, quota_nanos=2 * UNIT) for _ in range(3)]
+        for key in keys:
+            await b.reserve(f"first{key}", user, key, 2 * UNIT)
+            with self.assertRaises(KeyQuotaExceeded):
+                await b.reserve(f"over{key}", user, key, 1)
+        await self.db.transaction(lambda conn: conn.execute(
+            update(schema.api_keys).values(quota_limit_nanos=5 * UNIT)))
+        a.forget_all_keys()  # a key edit announced by hash only
+        await a.answered()
+        for key in keys:  # each reloads: 5 - the 2 still held
+            await b.reserve(f"again{key}", user, key, 3 * UNIT)
+            with self.assertRaises(KeyQuotaExceeded):
+                await b.reserve(f"over2{key}", user, key, 1)
 
     async def test_a_load_that_raced_a_commit_installs_without_it(self) -> None:
         (a, settler_a), (b, _) = await self.node(), await self.node()
