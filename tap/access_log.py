@@ -16,8 +16,12 @@ import os
 import re
 from typing import Any
 
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.web.http import combinedLogFormatter
+
+#: fields combinedLogFormatter writes as they are: printable ASCII except ``"`` and ``\``
+_PLAIN = re.compile(rb'[ !#-\[\]-~]*')
 
 _SECRET_QUERY = re.compile(rb"([?&](?:key|api_key|token|access_token)=)[^&#]*", re.IGNORECASE)
 
@@ -44,9 +48,26 @@ class _Redacted:
 
 
 def redacting_log_formatter(timestamp: str, request: Any) -> str:
-    if b"?" not in request.uri:
-        return combinedLogFormatter(timestamp, request)  # nothing to redact: no proxy
-    return combinedLogFormatter(timestamp, _Redacted(request))
+    """Twisted's combined-format line, query credentials redacted.
+
+    The common line (a plain path, printable ASCII headers, an IP peer) is built here
+    directly: Twisted's formatter escapes every field through ``repr``, which was a third of
+    the access log's cost.  Anything else goes to Twisted's formatter, so lines are the same.
+    """
+    uri = request.uri
+    if b"?" in uri:
+        return combinedLogFormatter(timestamp, _Redacted(request))
+    address = request.getClientAddress()
+    referrer = request.getHeader(b"referer") or b"-"
+    agent = request.getHeader(b"user-agent") or b"-"
+    method, protocol = request.method, request.clientproto
+    plain = _PLAIN.fullmatch
+    if not (isinstance(address, (IPv4Address, IPv6Address)) and plain(uri) and plain(method)
+            and plain(protocol) and plain(referrer) and plain(agent)):
+        return combinedLogFormatter(timestamp, request)
+    return (f'"{address.host}" - - {timestamp} "{method.decode()} {uri.decode()} '
+            f'{protocol.decode()}" {request.code:d} {request.sentLength or "-"} '
+            f'"{referrer.decode()}" "{agent.decode()}"')
 
 
 class BufferedAccessLog:

@@ -11,6 +11,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock, deferLater
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
+from twisted.web.http_headers import Headers
 
 from gateway.channels.http import (
     BodyTooLarge,
@@ -94,6 +95,23 @@ class UpstreamClientTests(TestCase):
         assert self.fake.connections_made == 1
         assert self.fake.requests[0].headers["content-type"] == "application/json"
         assert self.fake.requests[0].body["messages"][0]["content"] == "say three words"
+
+    async def test_request_line_and_host_per_url_and_the_callers_headers_untouched(self) -> None:
+        """URL work is cached per URL: each URL must still get its own path, query and Host."""
+        caller_headers = Headers({b"accept": [b"application/json"]})
+        for path in ("/v1/models", "/v1/models?limit=2", "/v1/models"):
+            response = await self.client.request("GET", self.fake.url(path), caller_headers,
+                                                 None, first_byte_timeout=5)
+            await response.read_all(1 << 20)
+            seen = self.fake.requests[-1]
+            assert (seen.method, seen.path) == ("GET", "/v1/models")
+            assert seen.query == (b"limit=2" if "?" in path else b"")
+            assert seen.headers["host"] == self.fake.base_url.removeprefix("http://")
+        assert list(caller_headers.getAllRawHeaders()) == [(b"Accept", [b"application/json"])]
+        for bad in (self.fake.url("/v1/mo dels"), self.fake.url("/v1/\r\nx: y"), "not a url"):
+            with self.assertRaises(UpstreamUnavailable):
+                await self.client.request("GET", bad, None, None, first_byte_timeout=5)
+        assert self.fake.request_count == 3
 
     async def test_error_status_is_a_response_not_a_failure(self) -> None:
         response = await self.chat("gpt+fail-429")

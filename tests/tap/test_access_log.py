@@ -6,11 +6,15 @@ import os
 import shutil
 import tempfile
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
+from twisted.web.http import combinedLogFormatter
 from twisted.web.test.requesthelper import DummyRequest
 
-from tap.access_log import BufferedAccessLog, redact_uri, redacting_log_formatter
+from tap.access_log import BufferedAccessLog, _Redacted, redact_uri, redacting_log_formatter
 
 
 def test_redact_uri_removes_key_values() -> None:
@@ -70,3 +74,29 @@ class BufferedAccessLogTests(TestCase):
         again.write("second\n")
         again.close()
         assert self.written() == b"first\nsecond\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(uri=st.one_of(st.binary(max_size=40), st.from_regex(rb"\A/[ -~]{0,30}\Z")),
+       method=st.sampled_from([b"GET", b"POST", b"P\"ST", b"G\\T", b"\xffX"]),
+       protocol=st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/1.1\n"]),
+       referrer=st.one_of(st.none(), st.binary(max_size=20), st.text(max_size=20).map(
+           lambda t: t.encode("utf-8"))),
+       agent=st.one_of(st.none(), st.from_regex(rb"\A[ -~]{0,30}\Z"), st.binary(max_size=20)),
+       code=st.integers(100, 599), length=st.integers(0, 10**9),
+       host=st.sampled_from(["127.0.0.1", "::1", "10.1.2.3"]))
+def test_formatter_writes_what_twisted_writes(uri: bytes, method: bytes, protocol: bytes,
+                                              referrer: bytes | None, agent: bytes | None,
+                                              code: int, length: int, host: str) -> None:
+    """The fast path builds the line itself; it must be Twisted's line, byte for byte."""
+    request = DummyRequest([b""])
+    request.uri, request.method, request.clientproto = uri, method, protocol
+    request.code, request.sentLength = code, length
+    request.client = (IPv6Address if ":" in host else IPv4Address)("TCP", host, 12345)
+    if referrer is not None:
+        request.requestHeaders.setRawHeaders(b"referer", [referrer])
+    if agent is not None:
+        request.requestHeaders.setRawHeaders(b"user-agent", [agent])
+    stamp = "[22/Nov/2026:00:00:00 +0000]"
+    expected = combinedLogFormatter(stamp, request if b"?" not in uri else _Redacted(request))
+    assert redacting_log_formatter(stamp, request) == expected
