@@ -168,10 +168,8 @@ class GatewayCall(ABC):
             return  # never authenticated: nothing to bill, nothing to log against a user
         if self.log.status == 429 and self.reservation is None:
             return  # a refused flood must not turn into a flood of log rows
-        record = self.log.record(ctx.clock.seconds(), ctx.now())
-        d = ctx.settler.settle(self.reservation, record)
-        d.addErrback(lambda f: log.failure("settlement failed for {rid}", f,
-                                           rid=self.log.request_id))
+        ctx.settler.settle_and_forget(self.reservation,
+                                      self.log.record(ctx.clock.seconds(), ctx.now()))
 
 
 #: verdicts of ``check_url`` per (url, the three settings it reads): the same few channel URLs

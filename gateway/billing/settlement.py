@@ -161,29 +161,42 @@ class Settler:
     def settle(self, reservation: Reservation | None,
                record: SettlementRecord) -> Deferred[SettledCharge]:
         """Replace ``reservation`` by the measured cost; exactly once per request id."""
+        done = self._enqueue(reservation, record)
+        if done is not None:
+            return succeed(done)
+        waiter: Deferred[SettledCharge] = Deferred()
+        self._inflight[record.request_id].waiters.append(waiter)
+        return waiter
+
+    def settle_and_forget(self, reservation: Reservation | None,
+                          record: SettlementRecord) -> None:
+        """``settle`` for a caller that does not wait for the outcome (the /v1 path).
+
+        Skips a Deferred and its callback per request; a settlement that fails for good is
+        logged by the settler either way.
+        """
+        self._enqueue(reservation, record)
+
+    def _enqueue(self, reservation: Reservation | None,
+                 record: SettlementRecord) -> SettledCharge | None:
+        """Queue ``record`` unless its request id is queued or settled already (the earlier
+        outcome is returned for a settled one); a repeat's reservation is released."""
         if reservation is not None and (reservation.request_id != record.request_id
                                         or reservation.user_id != record.user_id):
             raise ValueError("reservation and record describe different requests")
         request_id = record.request_id
         done = self._done.get(request_id)
-        if done is not None:
+        if done is not None or request_id in self._inflight:
             if reservation is not None:
                 self.wallets.release(reservation)
-            return succeed(done)
-        waiter: Deferred[SettledCharge] = Deferred()
-        item = self._inflight.get(request_id)
-        if item is not None:
-            if reservation is not None:
-                self.wallets.release(reservation)
-        else:
-            token = self.wallets.settling(reservation, record.user_id, record.api_key_id,
-                                          record.cost_nanos)
-            item = _Item(record, token, record.row())
-            self._inflight[request_id] = item
-            self._queue.append(item)
-            self._kick()
-        item.waiters.append(waiter)
-        return waiter
+            return done
+        token = self.wallets.settling(reservation, record.user_id, record.api_key_id,
+                                      record.cost_nanos)
+        item = _Item(record, token, record.row())
+        self._inflight[request_id] = item
+        self._queue.append(item)
+        self._kick()
+        return None
 
     def flush(self) -> Deferred[None]:
         """Fires once everything queued so far (and anything queued meanwhile) is committed."""

@@ -54,6 +54,28 @@ class SettlementTests(LedgerCase):
         assert (await self.key_row(key))["request_count"] == 1
         assert self.wallets.available_nanos(user) == 8 * UNIT
 
+    async def test_settle_and_forget_charges_once_and_releases_repeats(self) -> None:
+        """The /v1 path's way in: no outcome returned, the same exactly-once rules."""
+        user = await self.add_user(10 * UNIT)
+        key = await self.add_key(user)
+        first = await self.wallets.reserve("quiet", user, key, 3 * UNIT)
+        assert self.settler.settle_and_forget(first, record("quiet", user, key, units=2)) is None
+        # a repeat while queued, and one after the commit, each with a reservation of its own
+        queued_repeat = await self.wallets.reserve("quiet", user, key, 3 * UNIT)
+        self.settler.settle_and_forget(queued_repeat, record("quiet", user, key, units=2))
+        waiter = self.settler.settle(None, record("quiet", user, key, units=2))
+        await self.settler.flush()
+        charge = await waiter
+        assert charge.charged_nanos == 2 * UNIT and not charge.duplicate
+        late_repeat = await self.wallets.reserve("quiet", user, key, 3 * UNIT)
+        self.settler.settle_and_forget(late_repeat, record("quiet", user, key, units=2))
+        await self.settler.flush()
+        assert await self.balance(user) == 8 * UNIT
+        assert len(await self.ledger(user)) == 1
+        assert await self.count(schema.usage_logs) == 1
+        # every reservation was given back: all 8 remaining units can be reserved
+        assert self.wallets.available_nanos(user) == 8 * UNIT
+
     async def test_a_retried_batch_after_an_ambiguous_commit_applies_nothing_twice(self) -> None:
         user = await self.add_user(10 * UNIT)
         key = await self.add_key(user, quota_nanos=100 * UNIT)
