@@ -185,7 +185,7 @@ class RoutingInputs:
 
     candidates: tuple[routing.Candidate, ...]
     user_channels: dict[int, routing.UserChannelInfo]
-    allowed_user_channels: list[int]
+    allowed_user_channels: tuple[int, ...]
     by_config: dict[int, Candidate]
 
 
@@ -215,7 +215,7 @@ def routing_inputs(snapshot: CatalogSnapshot, model: str, user_id: int,
             base_url=c.channel.base_url, upstream_model=c.upstream_model) for c in found),
         user_channels={c.user_channel.id: routing.UserChannelInfo(
             c.user_channel.id, c.user_channel.routing_algorithm) for c in found},
-        allowed_user_channels=list(key_channels),
+        allowed_user_channels=tuple(key_channels),
         by_config={c.config.id: c for c in found},
     ) if found else None
     if len(cache) < _ROUTING_INPUTS_PER_SNAPSHOT:

@@ -194,9 +194,8 @@ def retryable(outcome: Outcome) -> bool:
     Yes for connect failures, no response head (first-byte timeout), upstream 401/403 (our
     channel credential failed), 429/500/502/503, and a request this channel type cannot take
     (nothing was sent; §5.5); no for any other status (a 4xx is the caller's request, and the
-    same request
-    fails the same way elsewhere), for unreadable 2xx answers (the upstream may have done
-    the work), once bytes reached the client, and once an async task was accepted.
+    same request fails the same way elsewhere), for unreadable 2xx answers (the upstream may
+    have done the work), once bytes reached the client, and once an async task was accepted.
     """
     if outcome.client_bytes_sent or outcome.task_accepted:
         return False

@@ -19,7 +19,6 @@ from console.services.passwords import Passwords
 from console.services.price_schedule import PriceSyncScheduler
 from console.services.sessions import Sessions
 from console.services.throttle import Throttle
-from gateway.billing.shared_wallet import SharedWallets
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.channel_probe import ChannelProbe
@@ -136,8 +135,7 @@ class Lockgate:
         if self.tasks is not None:
             await self.tasks.stop()
         await self.gateway.settler.flush()
-        if isinstance(self.gateway.wallets, SharedWallets):
-            await self.gateway.wallets.stop()
+        await self.gateway.wallets.stop()
         await self.gateway.upstream.close()
 
     def close(self) -> Deferred[None]:

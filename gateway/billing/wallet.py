@@ -117,6 +117,9 @@ class WalletBook(Protocol):
 
     def forget_all_keys(self) -> None: ...
 
+    def stop(self) -> Deferred[None]:
+        """On shutdown, after the last settlement: fires once nothing is left to tell."""
+
 
 class Wallets:
     """Per-node reservations; ``reserve`` / ``release`` for requests, the rest for the settler."""
@@ -212,6 +215,10 @@ class Wallets:
         """Reload every key's numbers on next use (a key change announced only by hash)."""
         for key_id in list(self._keys):
             self.forget_key(key_id)
+
+    def stop(self) -> Deferred[None]:
+        """Nothing to hand over: this wallet lives and dies with the process."""
+        return succeed(None)
 
     def available_nanos(self, user_id: int) -> int | None:
         """Cached balance - reserved - pending debits (None when not loaded)."""
