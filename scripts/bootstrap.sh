@@ -12,7 +12,8 @@ if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   target="."
   [ -n "${1:-}" ] && target=".[$1]"
-  # compat mode puts the repo root on sys.path so twistd finds twisted/plugins/lockgate.py
-  .venv/bin/python -m pip install -q -e "$target" --config-settings editable_mode=compat
+  # setup.cfg's package_dir "=." makes the editable install a plain path entry for the
+  # checkout, so twistd finds twisted/plugins/lockgate.py there (no compat mode needed)
+  .venv/bin/python -m pip install -q -e "$target"
   touch "$stamp"
 fi
