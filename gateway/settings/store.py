@@ -30,13 +30,19 @@ def read_all(conn: Connection) -> dict[str, str]:
 
 
 class Settings:
-    """An in-memory snapshot of the settings table with typed getters."""
+    """An in-memory snapshot of the settings table with typed getters.
+
+    Typed values are parsed once per snapshot (the request path asks for the same flags on every
+    call); ``replace`` installs a new snapshot and forgets them.
+    """
 
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         self._values: dict[str, str] = dict(values or {})
+        self._parsed: dict[tuple[str, str, object], Any] = {}
 
     def replace(self, values: Mapping[str, str]) -> None:
         self._values = dict(values)
+        self._parsed = {}
 
     def raw(self, key: str) -> str | None:
         return self._values.get(key)
@@ -49,21 +55,38 @@ class Settings:
         return value
 
     def flag(self, key: str) -> bool:
-        spec = SPECS.get(key)
-        default = parse_bool(spec.default, False) if spec else False
-        return parse_bool(self._values.get(key), default)
+        memo = ("flag", key, None)
+        try:
+            return self._parsed[memo]  # type: ignore[no-any-return]
+        except KeyError:
+            spec = SPECS.get(key)
+            default = parse_bool(spec.default, False) if spec else False
+            value = self._parsed[memo] = parse_bool(self._values.get(key), default)
+            return value
 
     def integer(self, key: str, fallback: int = 0) -> int:
+        memo = ("integer", key, fallback)
         try:
-            return int(self.text(key))
-        except ValueError:
-            return fallback
+            return self._parsed[memo]  # type: ignore[no-any-return]
+        except KeyError:
+            try:
+                value = int(self.text(key))
+            except ValueError:
+                value = fallback
+            self._parsed[memo] = value
+            return value
 
     def decimal(self, key: str, fallback: Decimal = Decimal(0)) -> Decimal:
+        memo = ("decimal", key, fallback)
         try:
-            return Decimal(self.text(key))
-        except ArithmeticError:
-            return fallback
+            return self._parsed[memo]  # type: ignore[no-any-return]
+        except KeyError:
+            try:
+                value = Decimal(self.text(key))
+            except ArithmeticError:
+                value = fallback
+            self._parsed[memo] = value
+            return value
 
     def json(self, key: str, fallback: Any = None) -> Any:
         text = self.text(key)
