@@ -14,7 +14,7 @@ from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.services import settings_transfer
 from console.services.settings_views import admin_view
-from gateway.settings.catalog import SettingError
+from gateway.settings.spec import SettingError
 
 
 class SettingsRoutes:

@@ -45,7 +45,8 @@ from console.validation import Body
 from gateway.billing.money import format_nanos
 from gateway.invalidation import CATALOG
 from gateway.net_policy import UrlPolicy
-from gateway.settings.catalog import SPECS, SettingError
+from gateway.settings.catalog import SPECS
+from gateway.settings.spec import SettingError
 from gateway.settings.store import write_rows
 from gateway.store import schema
 from gateway.store.schema import OVERRIDE_PRICE_NAMES, PRICE_NAMES

@@ -11,8 +11,9 @@ from typing import Any
 
 from console.services.registration import agreement_required
 from gateway.settings import catalog_secrets
-from gateway.settings.catalog import SPECS, Spec
+from gateway.settings.catalog import SPECS
 from gateway.settings.catalog_derived import derived
+from gateway.settings.spec import Spec
 from gateway.settings.store import Settings
 
 

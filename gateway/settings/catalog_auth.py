@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.settings.catalog import (
+from gateway.settings.spec import (
     SettingError,
     Spec,
     http_url,

@@ -7,7 +7,7 @@ Cross-key rules (Redis needs an address, multi-node needs a node name) are check
 
 from __future__ import annotations
 
-from gateway.settings.catalog import Check, SettingError, Spec, http_url, int_range, one_of
+from gateway.settings.spec import Check, SettingError, Spec, http_url, int_range, one_of
 
 MILLION = 1_000_000
 #: what an upstream path prefix may never contain ("//" could name another host)

@@ -6,7 +6,7 @@ secret members ``catalog_secrets`` strips on read and keeps on a blank write.
 
 from __future__ import annotations
 
-from gateway.settings.catalog import (
+from gateway.settings.spec import (
     Check,
     Spec,
     http_url,

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from gateway.settings.catalog import SettingError, is_http_url
+from gateway.settings.spec import SettingError, is_http_url
 
 OAUTH_FIELDS = (
     "key", "name", "enabled", "issuer", "client_id", "client_secret", "auth_url", "token_url",

@@ -5,7 +5,7 @@ These are what the console front end renders with, so nearly all of them are pub
 
 from __future__ import annotations
 
-from gateway.settings.catalog import (
+from gateway.settings.spec import (
     SettingError,
     Spec,
     http_url,

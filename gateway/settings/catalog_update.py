@@ -13,13 +13,8 @@ from typing import Any
 import orjson
 
 from gateway.settings import catalog_secrets
-from gateway.settings.catalog import (
-    SPECS,
-    SettingError,
-    parse_bool,
-    resolve_key,
-    to_stored_text,
-)
+from gateway.settings.catalog import SPECS, resolve_key
+from gateway.settings.spec import SettingError, parse_bool, to_stored_text
 
 #: keys whose new value depends on the stored one (secrets nested in JSON)
 MERGES: dict[str, Callable[[str, str | None], str]] = {

@@ -16,8 +16,9 @@ import orjson
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from gateway.settings.catalog import SPECS, parse_bool
+from gateway.settings.catalog import SPECS
 from gateway.settings.catalog_update import plan_update
+from gateway.settings.spec import parse_bool
 from gateway.store import schema
 from gateway.store.upsert import upsert_setting
 

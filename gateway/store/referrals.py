@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from gateway.billing.referral import commission_rate
-from gateway.settings.catalog import parse_bool
+from gateway.settings.spec import parse_bool
 from gateway.store import schema
 
 RECENT = 50
