@@ -24,6 +24,7 @@ from console.routes.check_in import CheckInRoutes
 from console.routes.groups import GroupRoutes
 from console.routes.logs import LogRoutes
 from console.routes.me import MeRoutes
+from console.routes.meta_models import MetaModelRoutes
 from console.routes.models import ModelRoutes
 from console.routes.oidc import OidcBindRoutes, OidcCallbackRoutes, OidcLoginRoutes
 from console.routes.passkey_auth import PasskeyAuthRoutes
@@ -59,6 +60,7 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/user/redeem-code", RedeemRoutes),
     ("api/redeem-codes", RedeemCodeRoutes),
     ("api/subscription-plans", SubscriptionPlanRoutes),
+    ("api/meta-models", MetaModelRoutes),
     ("api/user/subscription", UserSubscriptionRoutes),
     ("api/user/subscription-plans", PurchasablePlanRoutes),
     ("api/user/referral", ReferralRoutes),

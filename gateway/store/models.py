@@ -18,12 +18,14 @@ from sqlalchemy.engine import Connection
 
 from gateway.store import schema
 from gateway.store.catalog_admin import conflict, fetch_row, name_taken
+from gateway.store.meta_models import meta_name_taken
 
 NOT_FOUND = "Model not found"
 
 
 def create_model(conn: Connection, values: dict[str, Any], now: datetime) -> int:
-    if name_taken(conn, schema.models, "model_name", values["model_name"]):
+    if name_taken(conn, schema.models, "model_name", values["model_name"]) or \
+            meta_name_taken(conn, values["model_name"]):
         raise conflict("Model already exists", "model_name")
     inserted = conn.execute(
         schema.models.insert().values(**values, created_at=now, updated_at=now)
@@ -36,8 +38,9 @@ def update_model(conn: Connection, model_id: int, values: dict[str, Any],
                  now: datetime) -> int:
     table = schema.models
     fetch_row(conn, table, model_id, NOT_FOUND, lock=True)
-    if "model_name" in values and name_taken(conn, table, "model_name", values["model_name"],
-                                             except_id=model_id):
+    if "model_name" in values and (
+            name_taken(conn, table, "model_name", values["model_name"], except_id=model_id)
+            or meta_name_taken(conn, values["model_name"])):
         raise conflict("Model already exists", "model_name")
     conn.execute(update(table).where(table.c.id == model_id).values(**values, updated_at=now))
     return model_id

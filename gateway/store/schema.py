@@ -569,3 +569,29 @@ tasks = Table(
 )
 Index("ix_tasks_due", tasks.c.status, tasks.c.next_poll_at)
 Index("ix_tasks_user", tasks.c.user_id, tasks.c.created_at)
+
+
+# --- meta models (console contract §6.3) ----------------------------------------------------
+
+meta_models = Table(
+    "meta_models", metadata,
+    _id(),
+    # the public model name clients send (unique among meta and global models)
+    Column("model_name", String(100), nullable=False, unique=True),
+    # the label (``name`` on the wire; the spec's ``name`` is this, D9)
+    Column("name", String(100), nullable=False),
+    Column("description", Text, nullable=False, server_default=""),
+    # the program as source text (a plan object sent as ``definition`` is stored rendered)
+    Column("dsl", Text, nullable=False),
+    Column("provider", String(100), nullable=False, server_default="meta"),
+    Column("provider_name", String(100), nullable=False, server_default="Meta Module"),
+    Column("provider_icon_url", Text, nullable=False, server_default=""),
+    Column("expose_referenced_models", Boolean, nullable=False, server_default=TRUE),
+    # actual | meta
+    Column("billing_mode", String(16), nullable=False, server_default="actual"),
+    Column("input_price_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("output_price_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("cached_input_price_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    *_timestamps(),
+)
