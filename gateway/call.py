@@ -83,7 +83,9 @@ class GatewayCall(ABC):
         gets one error event and is billed for what was delivered; a call still waiting on
         its upstream answers 503 and costs nothing."""
         self.cut_by_shutdown = True
-        if self._pending is not None and not self._pending.called:
+        if self._pending is not None:
+            # also when it is ``called`` but paused on the Agent's inner Deferred: cancel()
+            # reaches that one (and does nothing to a Deferred that has its result)
             self._pending.cancel()
         if self._response is not None:
             self._response.abort(CutByShutdown("the server is shutting down"))
