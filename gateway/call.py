@@ -22,7 +22,7 @@ from gateway import errors, routing
 from gateway.auth import Caller, authenticate
 from gateway.billing.wallet import PaymentRequired, Reservation, WalletUnavailable
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot, UserChannel
-from gateway.channels.http import UpstreamResponse
+from gateway.channels.http import CutByShutdown, UpstreamResponse
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, Verdict, global_identity
@@ -64,6 +64,8 @@ class GatewayCall(ABC):
         self.writer: StreamWriter | None = None
         self.extra_headers: dict[str, str] = {}
         self.client_gone = False
+        #: set when a stopping process ends this call at the end of its grace period
+        self.cut_by_shutdown = False
         self._pending: Deferred[Any] | None = None
         self._response: UpstreamResponse | None = None
         self.input_tokens = 0
@@ -76,7 +78,20 @@ class GatewayCall(ABC):
         if self._response is not None:
             self._response.abort()
 
+    def cut_for_shutdown(self) -> None:
+        """End this call now because the process stops (the drain's grace ran out): a stream
+        gets one error event and is billed for what was delivered; a call still waiting on
+        its upstream answers 503 and costs nothing."""
+        self.cut_by_shutdown = True
+        if self._pending is not None:
+            # also when it is ``called`` but paused on the Agent's inner Deferred: cancel()
+            # reaches that one (and does nothing to a Deferred that has its result)
+            self._pending.cancel()
+        if self._response is not None:
+            self._response.abort(CutByShutdown("the server is shutting down"))
+
     async def run(self) -> None:
+        self.ctx.calls.opened(self)
         try:
             await self._serve()
         except GatewayError as error:
@@ -84,11 +99,18 @@ class GatewayCall(ABC):
             self.log.error_message = error.message
             self._answer_error(error)
         except Exception:
-            log.failure("unhandled error in text route")
-            self.log.status = 500
-            self.log.error_message = "internal error"
-            self._answer_error(errors.internal())
+            if self.cut_by_shutdown:
+                refusal = errors.shutting_down()
+                self.log.status = refusal.status
+                self.log.error_message = refusal.message
+                self._answer_error(refusal)
+            else:
+                log.failure("unhandled error in text route")
+                self.log.status = 500
+                self.log.error_message = "internal error"
+                self._answer_error(errors.internal())
         finally:
+            self.ctx.calls.closed(self)
             self._settle()
 
     # --- the path -------------------------------------------------------------------------

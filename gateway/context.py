@@ -7,12 +7,13 @@ commit -- never once per request step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.billing.settlement import Settler
 from gateway.billing.wallet import WalletBook
+from gateway.calls_in_flight import CallsInFlight
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.channels.http import UpstreamClient
@@ -63,6 +64,8 @@ class GatewayContext:
     #: output tokens reserved when the client gives no max_tokens
     default_output_reserve: int = 4096
     owned_by: str = "flai"
+    #: handler tasks still running (a graceful stop waits for them, then flushes the settler)
+    calls: CallsInFlight = field(default_factory=CallsInFlight)
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)

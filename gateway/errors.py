@@ -143,6 +143,13 @@ def gateway_disabled() -> GatewayError:
                         type="server_error", code="gateway_disabled")
 
 
+def shutting_down() -> GatewayError:
+    """This process is draining (operations contract §6): try again, another node answers."""
+    return GatewayError(503, "The server is shutting down; retry the request",
+                        type="service_unavailable", code="shutting_down",
+                        headers={"Retry-After": "1", "Connection": "close"})
+
+
 def auth_required() -> GatewayError:
     return GatewayError(401, "Authorization is required", type="authentication_error",
                         code="auth_required")

@@ -106,4 +106,5 @@ class GatewayResource(Resource):
             return NOT_DONE_YET
         d = ensureDeferred(handler(self.ctx, request))
         d.addErrback(lambda f: log.failure("gateway handler crashed", f))
+        self.ctx.calls.track(d)
         return NOT_DONE_YET

@@ -21,6 +21,7 @@ from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
 from gateway.channels.http import (
     BodyTooLarge,
+    CutByShutdown,
     UpstreamAborted,
     UpstreamError,
     UpstreamResponse,
@@ -77,7 +78,7 @@ class TextCall(GatewayCall):
         deadline = routing.Deadline(self.ctx.clock, self.ctx.timeouts.attempts_total)
         last: GatewayError = errors.no_channel()
         for priced in attempts:
-            if deadline.expired() or self.client_gone:
+            if deadline.expired() or self.client_gone or self.cut_by_shutdown:
                 break
             self.log.priced = priced
             try:
@@ -85,6 +86,8 @@ class TextCall(GatewayCall):
                 return
             except _Failover as failover:
                 last = failover.error
+        if self.cut_by_shutdown:
+            raise errors.shutting_down()
         raise last
 
     async def _attempt(self, client_request: ClientRequest, priced: Priced,
@@ -210,10 +213,17 @@ class TextCall(GatewayCall):
                      else GatewayError(504, "Upstream timed out", type="upstream_error"))
             self.writer = None
             raise _Failover(error)
-        self.log.status = 502
-        self.log.error_message = f"stream failed: {type(failure).__name__}"
-        for frame in translator.error_frames("Upstream stream failed", "upstream_error",
-                                             "upstream_error"):
+        if isinstance(failure, CutByShutdown):
+            self.log.status = 503
+            self.log.error_message = "stream cut: the server is shutting down"
+            frames = translator.error_frames("The server is shutting down",
+                                             "service_unavailable", "shutting_down")
+        else:
+            self.log.status = 502
+            self.log.error_message = f"stream failed: {type(failure).__name__}"
+            frames = translator.error_frames("Upstream stream failed", "upstream_error",
+                                             "upstream_error")
+        for frame in frames:
             writer.write(frame)
         writer.finish()
 

@@ -1,20 +1,40 @@
-"""Graceful shutdown: count in-flight requests and wait (up to a deadline) for them to end."""
+"""Graceful drain: count in-flight requests, and refuse new ones while the process stops.
+
+Operations contract §6: from SIGTERM on the listeners stay open so a load balancer can see the
+drain -- ``/readyz`` answers 503 ``{"status":"draining"}``, ``/healthz`` 200, and every other
+new request 503 with ``Connection: close`` and ``Retry-After: 1`` (gateway routes in their
+family's native error shape) without reaching any upstream -- while the requests already in
+flight run to their end or to the grace deadline.  ``InFlight.draining`` is that state (the
+``lockgate_draining`` metric reads it).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
+from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
+from gateway import errors
 from tap.access_log import OFF, BufferedAccessLog
+from tap.health import DrainingReadyz
 from tap.http_request import LockgateRequest
+
+#: paths a draining process still serves normally (``/readyz`` answers "draining")
+_STILL_SERVED = (b"/healthz", b"/metrics")
+_GATEWAY_PREFIXES = (b"/v1/", b"/v1beta/")
 
 
 class InFlight:
+    """The HTTP requests open now, and whether the process is draining."""
+
     def __init__(self) -> None:
         self.count = 0
+        #: True from the stop signal on (read by the probes, the site and the metrics)
+        self.draining = False
         self._idle: list[Deferred[None]] = []
 
     def started(self) -> None:
@@ -33,24 +53,54 @@ class InFlight:
             return succeed(None)
         waiter: Deferred[None] = Deferred()
         self._idle.append(waiter)
+        return within(waiter, clock, deadline)
 
-        def give_up() -> None:
-            if not waiter.called:
-                waiter.callback(None)
 
-        timer = clock.callLater(deadline, give_up)
+def within(waiting: Deferred[Any], clock: IReactorTime, seconds: float) -> Deferred[None]:
+    """Fires with None when ``waiting`` fires or ``seconds`` have passed, whichever is first
+    (``waiting`` itself is left alone: it may still fire later)."""
+    out: Deferred[None] = Deferred()
 
-        def stop_timer(result: Any) -> Any:
-            if timer.active():
-                timer.cancel()
-            return result
+    def fire(_: Any = None) -> Any:
+        if timer.active():
+            timer.cancel()
+        if not out.called:
+            out.callback(None)
+        return _
 
-        waiter.addBoth(stop_timer)
-        return waiter
+    timer = clock.callLater(max(seconds, 0.0), fire)
+    waiting.addBoth(fire)
+    return out
+
+
+class DrainingRefusal(Resource):
+    """503 for a request that arrived while draining; the connection closes after it."""
+
+    isLeaf = True
+
+    def render(self, request: Any) -> bytes:
+        channel = getattr(request, "channel", None)
+        if channel is not None and hasattr(channel, "persistent"):
+            channel.persistent = False  # twisted.web closes the connection after this answer
+        path: bytes = request.path
+        if path.startswith(_GATEWAY_PREFIXES):
+            family = errors.family_for_path(path.decode("utf-8", "replace"))
+            status, headers, body = errors.render(family, errors.shutting_down())
+            request.setResponseCode(status)
+            for name, value in headers.items():
+                request.setHeader(name.encode(), value.encode())
+            return body
+        request.setResponseCode(503)
+        request.setHeader(b"content-type", b"application/json")
+        request.setHeader(b"retry-after", b"1")
+        request.setHeader(b"connection", b"close")
+        return orjson.dumps({"error": "The server is shutting down; retry the request",
+                             "type": "service_unavailable"})
 
 
 class CountingSite(Site):
-    """A Site that tells ``InFlight`` about every request's start and end."""
+    """A Site that tells ``InFlight`` about every request's start and end, and turns new
+    requests away while draining."""
 
     def __init__(self, resource: Any, in_flight: InFlight, *, access_log: str = OFF,
                  **kwargs: Any) -> None:
@@ -69,6 +119,12 @@ class CountingSite(Site):
         return BufferedAccessLog.open(self.access_log, self.reactor)
 
     def getResourceFor(self, request: Request) -> Any:
+        if self.in_flight.draining:
+            path = (request.path or b"/").rstrip(b"/")
+            if path == b"/readyz":
+                return DrainingReadyz()
+            if path not in _STILL_SERVED:
+                return DrainingRefusal()
         self.in_flight.started()
         request.notifyFinish().addBoth(self.in_flight.finished)
         return super().getResourceFor(request)

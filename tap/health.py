@@ -1,4 +1,5 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (database reachable, schema current)."""
+"""``/healthz`` (the process answers) and ``/readyz`` (database reachable, schema current,
+not draining)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ class Healthz(Resource):
 
     def render_GET(self, request: Any) -> bytes:
         return _json(request, 200, {"status": "ok"})
+
+
+class DrainingReadyz(Resource):
+    """``/readyz`` of a draining process (operations contract §6 step 1): not ready, at once."""
+
+    isLeaf = True
+
+    def render_GET(self, request: Any) -> bytes:
+        return _json(request, 503, {"status": "draining"})
 
 
 def _probe(conn: Any) -> bool:

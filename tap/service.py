@@ -1,17 +1,25 @@
-"""``makeService`` for ``twistd lockgate``: the app, then the listeners; drain on stop."""
+"""``makeService`` for ``twistd lockgate``: the app, then the listeners; drain on stop.
+
+Stop order (operations contract §6): draining at once (listeners stay open, new requests get
+503), wait for the requests in flight and for their handlers to queue their settlements (cut
+what is still running at ``--shutdown-grace``), close the listeners, then close the app, which
+commits every queued settlement before the wallets, shared state and database close.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from twisted.application import strports
-from twisted.application.service import IService, MultiService
-from twisted.internet.defer import Deferred, DeferredList
+from twisted.application.service import MultiService
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 
 from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
-from tap.drain import CountingSite, InFlight
+from tap.drain import CountingSite, InFlight, within
 from tap.interpreter_tuning import tune_interpreter
 from tap.options import Options
 from tap.secrets import load_or_create
@@ -29,6 +37,7 @@ class LockgateService(MultiService):
         self.reactor = reactor
         self.app: Lockgate | None = None
         self.in_flight = InFlight()
+        self.failed_to_start = False
 
     def startService(self) -> None:
         secrets = load_or_create(self.options["secret-file"])
@@ -56,19 +65,55 @@ class LockgateService(MultiService):
 
     def _failed(self, failure: Any) -> None:
         log.failure("Lockgate failed to start", failure)
-        self.reactor.stop()
+        self.failed_to_start = True
+        # twistd calls startService before the reactor runs: stop it once it does, and leave
+        # with a failure status (twistd itself would exit 0 after an ordinary stop)
+        self.reactor.addSystemEventTrigger("after", "shutdown", exit_failed)
+        self.reactor.callWhenRunning(self.reactor.stop)
 
     def stopService(self) -> Deferred[None]:
-        listeners = [service.stopService() for service in list(self)
-                     if IService.providedBy(service) and service.running]
-        d: Deferred[Any] = DeferredList(listeners)
-        grace = self.options["shutdown-grace"]
-        d.addCallback(lambda _: self.in_flight.drained(self.reactor, grace))
+        """Drain (operations contract §6), then close the listeners and the app."""
+        self.in_flight.draining = True
+        d = ensureDeferred(self._drain())
+        d.addErrback(lambda f: log.failure("draining failed", f))
+        d.addBoth(lambda _: MultiService.stopService(self))
         if self.app is not None:
             app = self.app
-            d.addCallback(lambda _: app.close())
-        d.addCallback(lambda _: setattr(self, "running", 0))
+            # the settler is flushed (every queued settlement committed) before the wallets,
+            # the shared state and the database close
+            d.addBoth(lambda _: app.close())
+        d.addBoth(lambda _: None)
         return d
+
+    async def _drain(self) -> None:
+        """Wait for the requests in flight, then for their handlers to queue their
+        settlements; at the grace deadline cut the calls still running."""
+        if self.failed_to_start or self.app is None:
+            return
+        clock = self.reactor
+        grace = float(self.options["shutdown-grace"])
+        calls = self.app.gateway.calls
+        started = clock.seconds()
+        log.info("Lockgate draining: {requests} requests in flight, up to {grace:g} s",
+                 requests=self.in_flight.count, grace=grace)
+        await self.in_flight.drained(clock, grace)
+        remaining = grace - (clock.seconds() - started)
+        await within(calls.idle(), clock, remaining)
+        if calls.count:
+            cut = calls.cut_all()
+            log.warn("Lockgate drain: grace over, {cut} calls still running were cut", cut=cut)
+            await within(calls.idle(), clock, CUT_WAIT)
+
+
+#: how long cut calls get to end their streams and queue their settlements
+CUT_WAIT = 2.0
+
+
+def exit_failed() -> None:
+    """Leave the process with status 1 (after the reactor stopped and the app closed)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def makeService(options: Options) -> MultiService:

@@ -84,6 +84,10 @@ class UpstreamAborted(UpstreamError):
     """We closed the body ourselves (``abort()``), e.g. because the client went away."""
 
 
+class CutByShutdown(UpstreamError):
+    """We closed the body because the process is stopping (the drain's grace ran out)."""
+
+
 class BodyTooLarge(UpstreamError):
     """A body read with ``read_all(limit)`` exceeded the limit."""
 
@@ -343,13 +347,14 @@ class UpstreamResponse:
         if self._body is not None:
             self._body.resume()
 
-    def abort(self) -> None:
-        """Close the upstream connection now; the sink (if any) gets ``UpstreamAborted``."""
+    def abort(self, reason: UpstreamError | None = None) -> None:
+        """Close the upstream connection now; the sink (if any) gets ``reason``
+        (``UpstreamAborted`` unless given)."""
         if self._body is None:
             self.deliver(_Discard(), idle_timeout=3600)
             self._aborted_early = True
         assert self._body is not None
-        self._body.stop(Failure(UpstreamAborted("upstream body aborted")))
+        self._body.stop(Failure(reason or UpstreamAborted("upstream body aborted")))
 
     @property
     def finished(self) -> bool:
