@@ -56,6 +56,7 @@ from gateway.billing.wallet import (
     SettlingToken,
     WalletUnavailable,
 )
+from gateway.state.protocol import SharedStateUnavailable
 from gateway.store.billing_writes import load_key_quota, load_user_balance
 from gateway.store.pool import DBRunner
 
@@ -341,7 +342,12 @@ class SharedWallets:
               on_failure: Callable[[], None] | None = None) -> None:
         """Fire and forget (the settlement path never waits on Redis); failures are logged."""
         def failed(failure: Any) -> None:
-            log.failure("shared wallet update failed", failure)
+            if failure.check(SharedStateUnavailable):
+                # an outage, not a bug: one line each (recovery forgets every account anyway)
+                log.warn("shared wallet update not sent: {error}",
+                         error=failure.getErrorMessage())
+            else:
+                log.failure("shared wallet update failed", failure)
             if on_failure is not None:
                 on_failure()
 
