@@ -17,8 +17,9 @@ state has been up, a command issued while Redis is known to be down fails at onc
 ``RedisUnavailable`` instead of waiting for a connection (admission then answers 503 at once
 and ``/readyz`` says so).  Redis is known down from the moment the command pool has no
 connection, the subscriber has none (or has not re-subscribed yet), or a command went
-unanswered for ``timeout`` seconds (default 1: a hung Redis, whose sockets stay open); in the
-last case a PING every half second finds out when it answers again.  Before the first
+unanswered for ``timeout`` seconds (default 1.5) and a PING sent then went unanswered too (a
+hung Redis, whose sockets stay open); in the last case a PING every half second finds out when
+it answers again.  Before the first
 connection, commands wait for it (bounded by the timeout), as start-up relies on.
 
 Every return to ``available`` after the first calls the ``on_recovered`` callbacks: bus
@@ -151,7 +152,7 @@ class RedisState:
         password: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         pool_size: int = 4,
-        timeout: float = 1.0,
+        timeout: float = 1.5,
         tls: bool = False,
         ca_file: str | None = None,
     ) -> None:
@@ -274,30 +275,34 @@ class RedisState:
                 log.failure("a Redis recovery callback failed")
 
     def _command_failed(self, failure: Failure) -> Failure:
+        # one slow reply may be a busy process rather than a hung Redis: a PING decides
         if failure.check(defer.TimeoutError, TimeoutError, txredisapi.TimeoutError) \
-                and self._available:
-            self._stalled = True
-            self._reachability_changed()
-            if not self._prober.running:
-                self._prober.start(PROBE_INTERVAL, now=False).addErrback(
-                    lambda f: log.failure("Redis probe failed", f))
+                and self._available and not self._prober.running:
+            self._prober.start(PROBE_INTERVAL, now=True).addErrback(
+                lambda f: log.failure("Redis probe failed", f))
         return failure
 
     def _probe(self) -> Deferred[None] | None:
-        if self._stopped or not self._stalled:
-            if self._prober.running:
-                self._prober.stop()
+        """PING until Redis answers; unanswered, Redis counts as down (``_stalled``)."""
+        if self._stopped:
+            self._prober.stop()
             return None
         d: Deferred[Any] = self._commands.ping()
         d.addTimeout(self._timeout, self._reactor)
 
         def answered(_: Any) -> None:
-            self._stalled = False
             if self._prober.running:
                 self._prober.stop()
-            self._reachability_changed()
+            if self._stalled:
+                self._stalled = False
+                self._reachability_changed()
 
-        d.addCallbacks(answered, lambda _: None)
+        def unanswered(_: Any) -> None:
+            if not self._stalled:
+                self._stalled = True
+                self._reachability_changed()
+
+        d.addCallbacks(answered, unanswered)
         return d
 
     # -- lifecycle -------------------------------------------------------------------------

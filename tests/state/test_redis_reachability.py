@@ -87,7 +87,7 @@ class RedisReachabilityTests(TestCase):
         self.server.command("CLIENT", "PAUSE", 1500, "ALL")
         with self.assertRaises((DeferredTimeout, txredisapi.TimeoutError)):
             await state.incr("slow")
-        assert not state.available
+        await eventually(lambda: not state.available, 1)  # the PING sent then is not answered
         started = time.monotonic()
         with self.assertRaises(SharedStateUnavailable):
             await state.incr("slow")
@@ -96,7 +96,7 @@ class RedisReachabilityTests(TestCase):
         assert recoveries.count == 1
         assert await state.incr("after") == 1
 
-    async def test_announcements_lost_in_an_outage_reach_the_other_node_when_it_is_back(
+    async def test_a_node_reloads_everything_when_redis_is_back(
             self) -> None:
         state_a = await self.state()
         state_b = RedisState.from_url(reactor, self.server.url(state_a.prefix))
@@ -119,10 +119,10 @@ class RedisReachabilityTests(TestCase):
         assert reload_a.details == [b"price-7"]
         assert reload_b.details == []
 
-        # ...and once Redis is back, B reloads everything and hears A's announcement
+        # ...and once Redis is back B reloads everything (A publishes its announcement again
+        # too, which B hears only if it re-subscribed first: the reload covers it anyway)
         self.server.resume()
-        seen = {await reload_b.next(timeout=2), await reload_b.next(timeout=2)}
-        assert seen == {EVERYTHING, b"price-7"}
+        assert await reload_b.next(timeout=2) == EVERYTHING
 
 
 class MemoryReachabilityTests(TestCase):
