@@ -126,7 +126,7 @@ class FleetRedisLossTests(GatewayTestCase):
 
     # --- defect 4: invalidations lost around a restart -----------------------------------
 
-    async def test_a_price_changed_during_the_outage_bills_on_the_other_node_after_1s(
+    async def test_a_price_and_setting_changed_in_the_outage_apply_on_the_other_node_in_1s(
             self) -> None:
         await self.provision(balance="10")
         other = await self.second_node()
@@ -139,9 +139,12 @@ class FleetRedisLossTests(GatewayTestCase):
             "model_name": "gpt-fake", "input_price": "10", "output_price": "20"},
             token=self.admin_token)
         assert changed.status == 200, changed  # committed and applied on A; B cannot hear
+        await self.ctx.live_settings.save({"rate_limit_enabled": "false"}, self.ctx.now())
+        assert self.node_b.ctx.settings.flag("rate_limit_enabled")
 
         self.redis.resume()  # empty, as a restarted Redis without persistence is
         await deferLater(reactor, 1.0, lambda: None)
+        assert not self.node_b.ctx.settings.flag("rate_limit_enabled")
         status, _, body = await self.chat(other)
         assert status == 200, body
         await self.node_b.gateway.settler.flush()
