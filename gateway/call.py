@@ -33,6 +33,9 @@ from gateway.request_io import write_error
 
 log = Logger()
 
+#: the shared state (Redis) could not admit the call: try again shortly (operations contract §5)
+RETRY_SOON = {"Retry-After": "1"}
+
 
 def new_request_id() -> str:
     """96 random bits in hex: unique across nodes and restarts (it keys the ledger and the
@@ -253,7 +256,7 @@ async def limiter_verdict(pending: Awaitable[Verdict]) -> Verdict:
     except Exception:
         log.failure("rate limiting could not reach the shared state")
         raise GatewayError(503, "Rate limiting is temporarily unavailable",
-                           type="service_unavailable") from None
+                           type="service_unavailable", headers=RETRY_SOON) from None
 
 
 async def reserve_or_refuse(ctx: GatewayContext, request_id: str, caller: Caller,
@@ -269,7 +272,7 @@ async def reserve_or_refuse(ctx: GatewayContext, request_id: str, caller: Caller
     except WalletUnavailable:
         log.failure("admission could not reach the shared wallet")
         raise GatewayError(503, "Billing is temporarily unavailable",
-                           type="service_unavailable") from None
+                           type="service_unavailable", headers=RETRY_SOON) from None
 
 
 def guard_url(ctx: GatewayContext, url: str) -> None:

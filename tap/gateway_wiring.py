@@ -14,7 +14,7 @@ from gateway.billing.wallet import WalletBook, Wallets
 from gateway.channels.http import UpstreamClient
 from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.health import ChannelHealth
-from gateway.invalidation import CATALOG, KEYS, USERS
+from gateway.invalidation import CATALOG, EVERYTHING, KEYS, USERS
 from gateway.limits import GatewayLimiter
 from gateway.state.memory import MemoryState
 from gateway.store import schema
@@ -45,6 +45,8 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
     async def users_changed(detail: bytes) -> None:
         if detail.isdigit():
             wallets.forget_user(int(detail))
+        elif detail == EVERYTHING:
+            wallets.forget_all_users()
 
     async def keys_changed(_detail: bytes) -> None:
         wallets.forget_all_keys()

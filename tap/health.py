@@ -1,5 +1,5 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (database reachable, schema current,
-not draining)."""
+"""``/healthz`` (the process answers) and ``/readyz`` (not draining, shared state reachable,
+database reachable, schema current)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
+from gateway.state.protocol import SharedState
 from gateway.store import migrate
 from gateway.store.pool import DBRunner
 
@@ -48,11 +49,15 @@ def _probe(conn: Any) -> bool:
 class Readyz(Resource):
     isLeaf = True
 
-    def __init__(self, db: DBRunner) -> None:
+    def __init__(self, db: DBRunner, state: SharedState | None = None) -> None:
         super().__init__()
         self._db = db
+        self._state = state
 
     def render_GET(self, request: Any) -> Any:
+        if self._state is not None and not self._state.available:
+            # known at once (the state tracks its connections): no waiting on Redis here
+            return _json(request, 503, {"status": "shared state unreachable"})
         d = self._db.transaction(_probe)
 
         def answered(current: bool) -> None:

@@ -23,7 +23,7 @@ class Root(Resource):
 def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None) -> Resource:
     root = Root()
     root.putChild(b"healthz", Healthz())
-    root.putChild(b"readyz", Readyz(ctx.db))
+    root.putChild(b"readyz", Readyz(ctx.db, ctx.state))
     mount_console(root, ctx)
     for prefix, resource in (gateway or {}).items():
         root.putChild(prefix, resource)

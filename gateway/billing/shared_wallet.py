@@ -17,13 +17,23 @@ script (``wallet_scripts``), against numbers every process moves:
   start over: with a busy account (a report every millisecond) every load would race one, and
   admission would fail with 503 until the traffic stopped;
 - reservations and queued debits are held as members of one sorted set, scored by an expiry
-  that their process renews every ``renew_interval``; a process that dies stops renewing, and
-  the sweep any process runs gives its holds back once they expire (``hold_seconds``).  An
-  expired queued debit also drops its accounts' limits: its process may have committed it and
-  died before reporting the delta, so only the database knows whether the limit includes it.
+  (a lease of ``hold_seconds``, 30) that their process renews every ``renew_interval`` (5 s);
+  a process that dies stops renewing, and the sweep every process runs after each renewal
+  gives its holds back once they expire.  A dead process's holds are therefore back at most
+  ``hold_seconds + renew_interval`` (35 s) after its death, inside the 60 s the operations
+  contract (section 7) allows, and a live process may miss five renewals before it loses one.
+  An expired queued debit also drops its accounts' limits: its process may have committed it
+  and died before reporting the delta, so only the database knows whether the limit includes
+  it.  Expiries are read from each process's clock (the reactor's, injected): processes that
+  share a fleet keep their clocks in step (NTP) to well within the lease's 25 s of slack, and
+  one clock per test drives expiry deterministically.
 
 Redis unreachable -> ``WalletUnavailable`` at admission (the request fails closed with 503);
-the settlement side never waits on Redis and only logs what it could not tell it.
+the settlement side never waits on Redis and only logs what it could not tell it.  When Redis
+comes back (``RedisState.on_recovered``) each process puts its own holds back (``RESTORE``:
+Redis may have restarted empty, or the sweep may have taken them meanwhile), and the cache
+listeners forget every account (``forget_all_users`` / ``forget_all_keys``): the forgets sent
+while Redis was away are lost, so limits are loaded again from the database.
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ from gateway.billing.wallet import (
     SettlingToken,
     WalletUnavailable,
 )
+from gateway.state.protocol import SharedStateUnavailable
 from gateway.store.billing_writes import load_key_quota, load_user_balance
 from gateway.store.pool import DBRunner
 
@@ -56,6 +67,7 @@ log = Logger()
 
 HOLDS = "wallet:holds"
 KEY_GENERATION = "wallet:kgen"
+USER_GENERATION = "wallet:ugen"
 ACCOUNTS = "wallet:"
 
 
@@ -78,7 +90,7 @@ class SharedWallets:
     MAX_LOADS = 4
 
     def __init__(self, db: DBRunner, redis: RedisState, clock: IReactorTime, *,
-                 hold_seconds: float = 300, renew_interval: float = 60,
+                 hold_seconds: float = 30, renew_interval: float = 5,
                  sweep_batch: int = 500) -> None:
         if renew_interval * 2 > hold_seconds:
             raise ValueError("holds must outlive two renew intervals")
@@ -96,16 +108,21 @@ class SharedWallets:
         self._renewer = LoopingCall(self.renew)
         self._renewer.clock = clock
         self._renew_interval = renew_interval
+        self._remove_recovered: Callable[[], None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
         self._renewer.start(self._renew_interval, now=False)
+        self._remove_recovered = self.redis.on_recovered(self._recovered)
 
     def stop(self) -> Deferred[None]:
         """Stop renewing; fires once the updates already sent have been answered."""
         if self._renewer.running:
             self._renewer.stop()
+        if self._remove_recovered is not None:
+            self._remove_recovered()
+            self._remove_recovered = None
         return self.answered()
 
     def answered(self) -> Deferred[None]:
@@ -122,8 +139,8 @@ class SharedWallets:
         return [HOLDS, _user(user_id)] + ([] if key_id is None else [_key(key_id)])
 
     def _admission_keys(self, user_id: int, key_id: int | None) -> list[str]:
-        keys = self._accounts(user_id, key_id)
-        return keys if key_id is None else [*keys, KEY_GENERATION]
+        keys = [HOLDS, _user(user_id), USER_GENERATION]
+        return keys if key_id is None else [*keys, _key(key_id), KEY_GENERATION]
 
     # --- requests -----------------------------------------------------------------------
 
@@ -217,7 +234,12 @@ class SharedWallets:
     def forget_all_keys(self) -> None:
         """Reload every key's numbers on next use (a key change announced only by hash): one
         increment of the key generation, whatever the number of keys."""
-        self._tell(scripts.FORGET_ALL_KEYS, [KEY_GENERATION], [])
+        self._tell(scripts.FORGET_ALL, [KEY_GENERATION], [])
+
+    def forget_all_users(self) -> None:
+        """Reload every balance on next use (forgets may have been lost): one increment of the
+        user generation, whatever the number of users."""
+        self._tell(scripts.FORGET_ALL, [USER_GENERATION], [])
 
     def _forget_later(self, user_id: int, key_id: int | None) -> None:
         # a commit we could not apply must not leave a number that is too high: reload instead
@@ -241,6 +263,27 @@ class SharedWallets:
             await self.sweep()
         except WalletUnavailable as exc:
             log.warn("could not renew wallet holds: {error}", error=exc)
+
+    def _recovered(self) -> None:
+        ensureDeferred(self.restore())
+
+    async def restore(self) -> int:
+        """Put this process's holds back into Redis (after it was lost); returns how many
+        were missing."""
+        members = [member for _, member in self._held.values()] + list(self._pending)
+        expires = self._expires_ms()
+        restored = 0
+        try:
+            for start in range(0, len(members), 500):
+                (added,) = await self._run(
+                    scripts.RESTORE, [HOLDS],
+                    [expires, self.redis.prefix + ACCOUNTS, *members[start:start + 500]])
+                restored += added
+        except WalletUnavailable as exc:
+            log.warn("could not restore wallet holds: {error}", error=exc)
+        if restored:
+            log.info("put back {n} wallet holds lost with Redis", n=restored)
+        return restored
 
     async def sweep(self) -> int:
         """Give back holds whose process stopped renewing them; returns how many."""
@@ -299,7 +342,12 @@ class SharedWallets:
               on_failure: Callable[[], None] | None = None) -> None:
         """Fire and forget (the settlement path never waits on Redis); failures are logged."""
         def failed(failure: Any) -> None:
-            log.failure("shared wallet update failed", failure)
+            if failure.check(SharedStateUnavailable):
+                # an outage, not a bug: one line each (recovery forgets every account anyway)
+                log.warn("shared wallet update not sent: {error}",
+                         error=failure.getErrorMessage())
+            else:
+                log.failure("shared wallet update failed", failure)
             if on_failure is not None:
                 on_failure()
 

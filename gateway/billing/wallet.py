@@ -117,6 +117,8 @@ class WalletBook(Protocol):
 
     def forget_all_keys(self) -> None: ...
 
+    def forget_all_users(self) -> None: ...
+
     def stop(self) -> Deferred[None]:
         """On shutdown, after the last settlement: fires once nothing is left to tell."""
 
@@ -215,6 +217,11 @@ class Wallets:
         """Reload every key's numbers on next use (a key change announced only by hash)."""
         for key_id in list(self._keys):
             self.forget_key(key_id)
+
+    def forget_all_users(self) -> None:
+        """Reload every balance on next use."""
+        for user_id in list(self._users):
+            self.forget_user(user_id)
 
     def stop(self) -> Deferred[None]:
         """Nothing to hand over: this wallet lives and dies with the process."""

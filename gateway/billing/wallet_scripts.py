@@ -20,19 +20,27 @@ Amounts fit Lua's doubles exactly up to 2^53 nano-units (about nine million bala
 
 from __future__ import annotations
 
-#: KEYS = holds, user[, key, key generation]; ARGV = amount, member, expires_ms.
+#: KEYS = holds, user, user generation[, key, key generation]; ARGV = amount, member,
+#: expires_ms.
 #: -> {1, 0} admitted | {0, 1} balance short | {0, 2} key quota short | {-1, 1|2} load first
-#: A key account checked against an older generation (``forget_all_keys`` moved it on) is
-#: forgotten here, on its next use, rather than by visiting every key account at once.
+#: An account checked against an older generation (``forget_all_users`` / ``forget_all_keys``
+#: moved it on) is forgotten here, on its next use, rather than by visiting every account.
 RESERVE = b"""
 local amount = tonumber(ARGV[1])
 local user = KEYS[2]
-local key = KEYS[3]
+local key = KEYS[4]
+local ugeneration = redis.call('GET', KEYS[3]) or '0'
+if (redis.call('HGET', user, 'gen') or '0') ~= ugeneration then
+  redis.call('HDEL', user, 'limit', 'used')
+  redis.call('HINCRBY', user, 'ver', 1)
+  redis.call('HSET', user, 'gen', ugeneration)
+  return {-1, 1}
+end
 local ulimit = redis.call('HGET', user, 'limit')
 if not ulimit then return {-1, 1} end
 local klimit = nil
 if key then
-  local generation = redis.call('GET', KEYS[4]) or '0'
+  local generation = redis.call('GET', KEYS[5]) or '0'
   if (redis.call('HGET', key, 'gen') or '0') ~= generation then
     redis.call('HDEL', key, 'limit', 'used')
     redis.call('HINCRBY', key, 'ver', 1)
@@ -123,8 +131,9 @@ end
 return {1}
 """
 
-#: KEYS = the key generation.  Every key account loads again on its next use (see RESERVE).
-FORGET_ALL_KEYS = b"""
+#: KEYS = the user or the key generation.  Every account of that kind loads again on its next
+#: use (see RESERVE).
+FORGET_ALL = b"""
 return {redis.call('INCR', KEYS[1])}
 """
 
@@ -171,4 +180,26 @@ for i = 2, #ARGV do
   renewed = renewed + redis.call('ZADD', KEYS[1], 'XX', 'CH', ARGV[1], ARGV[i])
 end
 return {renewed}
+"""
+
+#: KEYS = holds; ARGV = expires_ms, account key prefix, members...  -> {members added back}
+#: A node's own holds after the shared state was lost: a member still present only has its
+#: expiry pushed out; one that is gone (Redis restarted empty, or the sweep took it while the
+#: node could not renew) is added and counted again, since its request is still running.
+RESTORE = b"""
+local restored = 0
+for i = 3, #ARGV do
+  local member = ARGV[i]
+  if redis.call('ZADD', KEYS[1], ARGV[1], member) == 1 then
+    local kind, rid, uid, kid, amount = string.match(member, '^(%a):(.*):(%d+):(%d*):(%d+)$')
+    if kind then
+      local field = 'pending'
+      if kind == 'r' then field = 'reserved' end
+      redis.call('HINCRBY', ARGV[2] .. 'u:' .. uid, field, tonumber(amount))
+      if kid ~= '' then redis.call('HINCRBY', ARGV[2] .. 'k:' .. kid, field, tonumber(amount)) end
+      restored = restored + 1
+    end
+  end
+end
+return {restored}
 """

@@ -27,6 +27,15 @@ class MemoryState:
         self._subscribers: dict[str, list[Callable[[bytes], None]]] = defaultdict(list)
         self._calls = 0
 
+    @property
+    def available(self) -> bool:
+        """Memory is never out of reach."""
+        return True
+
+    def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Memory is never lost, so ``callback`` is never called."""
+        return lambda: None
+
     def _window(self, key: str, window_seconds: int) -> tuple[int, float]:
         now = self._clock.seconds()
         count, ends = self._windows.get(key, (0, 0.0))

@@ -13,6 +13,10 @@ from typing import Protocol
 from twisted.internet.defer import Deferred
 
 
+class SharedStateUnavailable(ConnectionError):
+    """The shared state is known to be unreachable, so the command was not even tried."""
+
+
 @dataclass(frozen=True)
 class WindowVerdict:
     """Outcome of a fixed-window rate-limit check."""
@@ -25,6 +29,15 @@ class WindowVerdict:
 
 
 class SharedState(Protocol):
+    @property
+    def available(self) -> bool:
+        """Whether the state answers now (always True in memory); admission and ``/readyz``
+        fail closed while it is False."""
+
+    def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` whenever the state is reachable again after being lost (bus
+        messages sent meanwhile are gone: reload what is cached); returns a remover."""
+
     def take_all(
         self, limits: Sequence[tuple[str, int]], window_seconds: int
     ) -> Deferred[WindowVerdict]:

@@ -12,9 +12,24 @@ Every key and channel is prefixed (default ``lockgate:``) so deployments or test
 Redis.  A node receives its own publishes (Redis delivers to every subscriber), as with
 ``MemoryState``; ``Invalidation`` drops its own echo by node id.
 
-Commands time out (``timeout`` seconds, default 5) rather than hang while Redis is away: the
-caller decides whether to fail open or closed.  txredisapi imports the global reactor for its
-own timers; connections are made through endpoints built on the reactor given here.
+Reachability is tracked (``available``) so that a lost Redis costs callers nothing: once the
+state has been up, a command issued while Redis is known to be down fails at once with
+``RedisUnavailable`` instead of waiting for a connection (admission then answers 503 at once
+and ``/readyz`` says so).  Redis is known down from the moment the command pool has no
+connection, the subscriber has none (or has not re-subscribed yet), or a command went
+unanswered for ``timeout`` seconds (default 1.5) and a PING sent then went unanswered too (a
+hung Redis, whose sockets stay open); in the last case a PING every half second finds out when
+it answers again.  Before the first
+connection, commands wait for it (bounded by the timeout), as start-up relies on.
+
+Every return to ``available`` after the first calls the ``on_recovered`` callbacks: bus
+messages sent while a node was cut off are lost, so listeners reload what they cache.  They run
+once the subscriber has re-subscribed every channel, so nothing published after the reload
+began can be missed.  Reconnect attempts back off to at most half a second, so a node is back
+well within a second of Redis.
+
+txredisapi imports the global reactor for its own timers; connections are made through
+endpoints built on the reactor given here.
 """
 
 from __future__ import annotations
@@ -26,18 +41,27 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import txredisapi
-from twisted.internet.defer import Deferred, FirstError, gatherResults, succeed
+from twisted.internet import defer
+from twisted.internet.defer import Deferred, FirstError, fail, gatherResults, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.ssl import Certificate, optionsForClientTLS
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gateway.state import redis_scripts
-from gateway.state.protocol import WindowVerdict
+from gateway.state.protocol import SharedStateUnavailable, WindowVerdict
 
 log = Logger()
 
 DEFAULT_PREFIX = "lockgate:"
+
+#: seconds between PINGs while Redis stopped answering on open connections
+PROBE_INTERVAL = 0.5
+
+
+class RedisUnavailable(SharedStateUnavailable, txredisapi.ConnectionError):
+    """Redis is known to be unreachable: the command was not sent."""
 
 
 def _never_if_lost(failure: Failure) -> Any:
@@ -69,11 +93,27 @@ class _CommandProtocol(_HandshakeRetries, txredisapi.RedisProtocol):
 
 
 class _Factory(txredisapi.RedisFactory):
-    """Command pool factory: reconnect soon after a drop, back off to at most 5 s."""
+    """Reconnect soon after a drop and keep trying often (Redis back = node back within 1 s)."""
 
     protocol = _CommandProtocol
-    initialDelay = 0.2
-    maxDelay = 5
+    initialDelay = 0.1
+    maxDelay = 0.5
+
+
+class _CommandFactory(_Factory):
+    """The command pool; tells the owning ``RedisState`` when its size changes."""
+
+    def __init__(self, owner: RedisState, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+
+    def addConnection(self, conn: Any) -> None:
+        super().addConnection(conn)
+        self.owner._reachability_changed()
+
+    def delConnection(self, conn: Any) -> None:
+        super().delConnection(conn)
+        self.owner._reachability_changed()
 
 
 class _SubscriberProtocol(_HandshakeRetries, txredisapi.SubscriberProtocol):
@@ -112,7 +152,7 @@ class RedisState:
         password: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         pool_size: int = 4,
-        timeout: float = 5.0,
+        timeout: float = 1.5,
         tls: bool = False,
         ca_file: str | None = None,
     ) -> None:
@@ -133,10 +173,20 @@ class RedisState:
             convertNumbers=False,
         )
         dbid = db or None  # database 0 is where a connection starts: no SELECT needed
-        self._commands_factory = _Factory(f"{host}:{port}", dbid, pool_size, True, **common)
+        self._commands_factory = _CommandFactory(self, f"{host}:{port}", dbid, pool_size, True,
+                                                 **common)
         self._commands = self._commands_factory.handler
         self._subscriber_factory = _SubscriberFactory(self, dbid, **common)
         self._subscriber: Any = None
+        #: the subscriber has re-subscribed every channel since it (re)connected
+        self._subscriber_ready = False
+        #: a command went unanswered on an open connection; cleared by the next PING answered
+        self._stalled = False
+        self._prober = LoopingCall(self._probe)
+        self._prober.clock = reactor
+        self._available = False
+        self._ever_available = False
+        self._recovered_callbacks: list[Callable[[], None]] = []
         self._callbacks: dict[str, list[Callable[[bytes], None]]] = defaultdict(list)
         self._unacknowledged = 0
         self._settled_waiters: list[Deferred[None]] = []
@@ -185,6 +235,76 @@ class RedisState:
     def prefix(self) -> str:
         return self._prefix
 
+    # -- reachability ----------------------------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        """True while Redis answers: commands connected, subscriber subscribed, no stall."""
+        return self._available
+
+    def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` each time Redis is reachable again after being lost (not on the
+        first connection); returns a function that removes it."""
+        self._recovered_callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self._recovered_callbacks:
+                self._recovered_callbacks.remove(callback)
+
+        return remove
+
+    def _reachability_changed(self) -> None:
+        now = (not self._stopped and self._commands_factory.size > 0
+               and self._subscriber is not None and self._subscriber_ready
+               and not self._stalled)
+        if now == self._available:
+            return
+        self._available = now
+        if not now:
+            if not self._stopped:
+                log.warn("Redis unreachable: admission refuses calls until it is back")
+            return
+        if not self._ever_available:
+            self._ever_available = True
+            return
+        log.info("Redis reachable again")
+        for callback in list(self._recovered_callbacks):
+            try:
+                callback()
+            except Exception:
+                log.failure("a Redis recovery callback failed")
+
+    def _command_failed(self, failure: Failure) -> Failure:
+        # one slow reply may be a busy process rather than a hung Redis: a PING decides
+        if failure.check(defer.TimeoutError, TimeoutError, txredisapi.TimeoutError) \
+                and self._available and not self._prober.running:
+            self._prober.start(PROBE_INTERVAL, now=True).addErrback(
+                lambda f: log.failure("Redis probe failed", f))
+        return failure
+
+    def _probe(self) -> Deferred[None] | None:
+        """PING until Redis answers; unanswered, Redis counts as down (``_stalled``)."""
+        if self._stopped:
+            self._prober.stop()
+            return None
+        d: Deferred[Any] = self._commands.ping()
+        d.addTimeout(self._timeout, self._reactor)
+
+        def answered(_: Any) -> None:
+            if self._prober.running:
+                self._prober.stop()
+            if self._stalled:
+                self._stalled = False
+                self._reachability_changed()
+
+        def unanswered(_: Any) -> None:
+            if not self._stalled:
+                self._stalled = True
+                self._reachability_changed()
+
+        d.addCallbacks(answered, unanswered)
+        return d
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> Deferred[None]:
@@ -220,6 +340,9 @@ class RedisState:
         if self._stopping is not None:
             return _follow(self._stopping)
         self._stopped = True
+        self._reachability_changed()
+        if self._prober.running:
+            self._prober.stop()
         if self._starting is not None:
             self._starting.cancel()
         waiters, self._settled_waiters = self._settled_waiters, []
@@ -246,50 +369,54 @@ class RedisState:
             strictest[key] = min(limit, strictest.get(key, limit))
         keys = [self._prefix + key for key in strictest]
         args = [int(window_seconds * 1000), *strictest.values()]
-        d = self._command(self._commands.eval(redis_scripts.TAKE_ALL, keys, args))
+        d = self._command(self._commands.eval, redis_scripts.TAKE_ALL, keys, args)
         return d.addCallback(_verdict)
 
     def hit(self, key: str, limit: int, window_seconds: int) -> Deferred[WindowVerdict]:
-        d = self._command(self._commands.eval(
-            redis_scripts.HIT, [self._prefix + key], [int(window_seconds * 1000), limit]))
+        d = self._command(self._commands.eval, redis_scripts.HIT, [self._prefix + key],
+                          [int(window_seconds * 1000), limit])
         return d.addCallback(_verdict)
 
     def incr(self, key: str, amount: int = 1) -> Deferred[int]:
-        d = self._command(self._commands.execute_command("INCRBY", self._prefix + key, amount))
+        d = self._command(self._commands.execute_command, "INCRBY", self._prefix + key, amount)
         return d.addCallback(int)
 
     def claim(self, key: str, ttl_seconds: int) -> Deferred[bool]:
         if ttl_seconds < 1:
             raise ValueError("claim ttl_seconds must be at least 1")
-        d = self._command(self._commands.execute_command(
-            "SET", self._prefix + key, b"1", "EX", ttl_seconds, "NX"))
+        d = self._command(self._commands.execute_command,
+                          "SET", self._prefix + key, b"1", "EX", ttl_seconds, "NX")
         return d.addCallback(lambda reply: reply is not None)
 
     def release(self, key: str) -> Deferred[None]:
-        d = self._command(self._commands.execute_command("DEL", self._prefix + key))
+        d = self._command(self._commands.execute_command, "DEL", self._prefix + key)
         return d.addCallback(lambda _: None)
 
     def run_script(self, script: bytes, keys: Sequence[str],
                    args: Sequence[Any]) -> Deferred[list[int]]:
         """Run a Lua script atomically; ``keys`` are prefixed here, the reply is a list of
         integers (what every Lockgate script answers)."""
-        d = self._command(self._commands.eval(script, [self._prefix + k for k in keys],
-                                              list(args)))
+        d = self._command(self._commands.eval, script, [self._prefix + k for k in keys],
+                          list(args))
         return d.addCallback(lambda reply: [int(v) for v in reply])
 
     def raw_command(self, *command: Any) -> Deferred[Any]:
         """One Redis command as given (keys NOT prefixed: callers name them in full)."""
-        return self._command(self._commands.execute_command(*command))
+        return self._command(self._commands.execute_command, *command)
 
-    def _command(self, d: Deferred[Any]) -> Deferred[Any]:
-        """Bound a command (waiting for a connection included) by the timeout."""
-        return d.addTimeout(self._timeout, self._reactor)
+    def _command(self, send: Callable[..., Deferred[Any]], *args: Any) -> Deferred[Any]:
+        """Send a command unless Redis is known down; bound it (waiting for a connection
+        included) by the timeout."""
+        if self._ever_available and not self._available:
+            return fail(RedisUnavailable("Redis is unreachable"))
+        d = send(*args).addTimeout(self._timeout, self._reactor)
+        return d.addErrback(self._command_failed)
 
     # -- bus -------------------------------------------------------------------------------
 
     def publish(self, channel: str, message: bytes) -> Deferred[None]:
-        d = self._command(self._commands.execute_command(
-            "PUBLISH", self._prefix + channel, message))
+        d = self._command(self._commands.execute_command,
+                          "PUBLISH", self._prefix + channel, message)
         return d.addCallback(lambda _: None)
 
     def subscribe(self, channel: str, callback: Callable[[bytes], None]) -> Callable[[], None]:
@@ -355,6 +482,7 @@ class RedisState:
             keepalive(1)
         conn.whenDisconnected().addCallback(self._subscriber_lost)
         self._subscriber = conn
+        self._subscriber_ready = False
         # count the batch as one pending step so waiters fire after all of it; the PING proves
         # the connection works end to end (a TLS handshake is only complete once it answers)
         self._unacknowledged += 1
@@ -362,10 +490,19 @@ class RedisState:
         for channel in list(self._callbacks):
             self._send(conn, "SUBSCRIBE", self._prefix + channel)
         self._acknowledged(None)
+        self.settled().addCallbacks(self._subscriber_settled, lambda _: None,
+                                    callbackArgs=(conn,))
+
+    def _subscriber_settled(self, _: Any, conn: Any) -> None:
+        if self._subscriber is conn:
+            self._subscriber_ready = True
+            self._reachability_changed()
 
     def _subscriber_lost(self, conn: Any) -> None:
         if self._subscriber is conn:
             self._subscriber = None
+            self._subscriber_ready = False
+            self._reachability_changed()
             if not self._stopped:
                 log.warn("Redis subscriber connection lost; reconnecting")
 

@@ -49,13 +49,27 @@ class RedisServer:
             listen = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert,
                       "--tls-key-file", key, "--tls-ca-cert-file", self.ca_file,
                       "--tls-auth-clients", "no"]
+        self._argv = [binary, *listen, "--bind", "127.0.0.1", "--save", "",
+                      "--appendonly", "no", "--dir", self.root, "--logfile", self.log,
+                      "--daemonize", "no"]
+        self._spawn()
+
+    def _spawn(self) -> None:
         self.process = subprocess.Popen(
-            [binary, *listen, "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.root, "--logfile", self.log,
-             "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+            self._argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
+
+    def halt(self) -> None:
+        """Stop the server as an outage would (its clients see their connections close);
+        ``resume`` starts it again, empty, on the same port."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(5)
+
+    def resume(self) -> None:
+        """Start the halted server again (empty: it persists nothing); returns once it
+        answers PING."""
+        self._spawn()
 
     def _wait_ready(self, seconds: float = 10.0) -> None:
         deadline = time.monotonic() + seconds
