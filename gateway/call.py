@@ -76,7 +76,10 @@ class GatewayCall(ABC):
 
     def _disconnected(self, _reason: Failure) -> None:
         self.client_gone = True
-        if self._pending is not None and not self._pending.called:
+        if self._pending is not None:
+            # also when it is ``called`` but paused on the Agent's inner Deferred (waiting for
+            # the upstream's headers): cancel() reaches that one, and does nothing to a
+            # Deferred that already has its result
             self._pending.cancel()
         if self._response is not None:
             self._response.abort()

@@ -113,6 +113,12 @@ class TextCall(GatewayCall):
         try:
             response = await self._pending
         except UpstreamError as exc:
+            if self.client_gone:
+                # our own cancel: the client left before the upstream answered; nothing was
+                # produced, and the channel did nothing wrong
+                self.log.status = 499
+                self.log.error_message = "client disconnected"
+                return
             ctx.health.record_failure(channel.id, str(exc), None)
             raise _Failover(errors.upstream_failed()) from None
         finally:

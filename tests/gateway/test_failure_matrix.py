@@ -134,6 +134,18 @@ class FailureMatrixTests(GatewayTestCase):
         assert 1 <= row["output_tokens"] < 200
         assert row["cost_nanos"] > 0
 
+    async def test_client_gone_before_upstream_headers_closes_upstream_and_bills_nothing(
+            self) -> None:
+        await self.provision(upstream_model="gpt-fake+slow-first-byte-30")
+        result = self.in_thread(_raw_stream, self.port.getHost().port, self.api_key,
+                                "gpt-fake", 1, 0.5)
+        await _until(lambda: self.fake.request_count == 1 and self.fake.open_connections == 1)
+        with self.assertRaises(socket.timeout):
+            await result  # the client gives up and closes its socket before any header
+        await _until(lambda: self.fake.open_connections == 0, seconds=1.0)
+        row = await self.one_charge()
+        assert row["status"] == 499 and row["cost_nanos"] == 0
+
     async def test_missing_usage_is_estimated_and_billed(self) -> None:
         await self.provision(upstream_model="gpt-fake+no-usage")
         client = self.openai_client()
