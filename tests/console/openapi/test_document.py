@@ -1,0 +1,197 @@
+"""``GET /openapi.json`` on a real app: served without auth, valid OpenAPI 3.1, the spec's
+routes present, and each route family with the security scheme operations contract §3 names."""
+
+from __future__ import annotations
+
+from openapi_spec_validator import OpenAPIV31SpecValidator, validate
+
+from tests.console.openapi.openapi_case import OpenApiCase, operations, shape
+
+#: service-spec §4.1-§4.4, as the spec writes them
+SPEC_ROUTES = """
+GET /v1/balance
+GET /v1/user/balance
+GET /v1/models
+POST /v1/chat/completions
+POST /v1/completions
+POST /v1/responses
+POST /v1/audio/speech
+POST /v1/audio/transcriptions
+POST /v1/moderations
+POST /v1/uploads/images
+POST /v1/images/generations
+GET /v1/images/generations/:id
+POST /v1/images/edits
+POST /v1/videos/generations
+GET /v1/videos/generations/:id
+POST /v1/videos/:id/remix
+POST /v1/clipgen2/private-avatar
+GET /v1/tasks/:id
+POST /v1/video/generations
+GET /v1/video/generations/:id
+POST /v1/videos/image2video
+GET /v1/videos/image2video/:id
+POST /v1/video/tasks
+GET /v1/video/tasks/:id
+POST /v1/videos/tasks
+GET /v1/videos/tasks/:id
+POST /v1/artjob/generations
+POST /v1/artjob/generations/imagine
+POST /v1/artjob/generations/:action
+GET /v1/artjob/:id
+POST /v1/messages
+POST /v1/models/:modelAction
+POST /v1beta/models/:modelAction
+POST /auth/password/login
+POST /auth/password/register
+POST /auth/password/email-code
+POST /auth/passkey/login/options
+POST /auth/passkey/login
+GET /auth/login
+GET /auth/callback
+GET /api/public/settings
+GET /api/public/models
+GET /api/public/status
+GET /api/public/announcements
+GET /api/pricing
+GET /api/setup/status
+POST /api/setup
+GET /api/user/me
+GET /api/user/catalog
+GET /api/user/stats
+GET /api/user/logs
+GET /api/user/referral
+GET /api/user/check-in/status
+GET /api/user/check-in/records
+POST /api/user/check-in
+GET /api/user/payment/config
+GET /api/user/payment/orders
+POST /api/user/payment/orders
+GET /api/user/payment/orders/:order_no
+GET /api/user/api-keys
+POST /api/user/api-keys
+PUT /api/user/api-keys/:id
+POST /api/user/api-keys/:id/rotate
+POST /api/user/api-keys/:id/reset-usage
+DELETE /api/user/api-keys/:id
+POST /api/user/api-key/rotate
+GET /api/user/password/method
+POST /api/user/password/email-code
+POST /api/user/password/change
+POST /api/user/oidc/bind-url
+GET /api/user/passkeys
+POST /api/user/passkeys/register/options
+POST /api/user/passkeys/register
+DELETE /api/user/passkeys/:id
+POST /api/user/redeem-code
+GET /api/stats
+DELETE /api/logs
+PUT /api/channels/:id/group-multipliers
+POST /api/models/sync/preview/browser
+PUT /api/groups/:id
+DELETE /api/status-monitors/:id
+POST /api/status-monitors/:id/check
+PUT /api/redeem-codes/:id
+GET /healthz
+GET /readyz
+GET /openapi.json
+"""
+
+KEY = [{"apiKey": []}, {"apiKeyHeader": []}]
+JWT = [{"jwt": []}]
+
+
+class DocumentTests(OpenApiCase):
+    async def test_served_without_auth_as_valid_openapi_3_1(self) -> None:
+        response = await self.call("GET", "/openapi.json")
+        self.assertEqual(response.status, 200, response)
+        self.assertEqual(response.header("content-type"), "application/json")
+        document = response.json()
+        self.assertEqual(document["openapi"], "3.1.0")
+        validate(document, cls=OpenAPIV31SpecValidator)
+
+    async def test_info_version_is_the_build_version_updates_reports(self) -> None:
+        document = await self.document()
+        token = await self.setup_admin()
+        updates = await self.call("GET", "/api/updates", token=token)
+        self.assertEqual(updates.status, 200, updates)
+        self.assertEqual(document["info"]["version"], updates.json()["current_version"])
+
+    async def test_the_spec_routes_are_documented_by_name(self) -> None:
+        documented = {(method, shape(path)) for method, path in operations(
+            await self.document())}
+        wanted = {(method, shape(path)) for method, path in
+                  (line.split() for line in SPEC_ROUTES.strip().splitlines())}
+        self.assertEqual(wanted - documented, set())
+
+    async def test_path_parameters_are_declared_in_braces(self) -> None:
+        document = await self.document()
+        entry = document["paths"]["/v1beta/models/{modelAction}"]["post"]
+        self.assertEqual([(p["name"], p["in"], p["required"]) for p in entry["parameters"]],
+                         [("modelAction", "path", True)])
+        key = document["paths"]["/api/user/api-keys/{key_id}"]["put"]["parameters"]
+        self.assertEqual(key, [{"name": "key_id", "in": "path", "required": True,
+                                "schema": {"type": "integer", "minimum": 0}}])
+        for path in document["paths"]:
+            self.assertNotIn(":", path.replace("/openapi.json", ""), path)
+            self.assertNotIn("<", path)
+
+    async def test_security_schemes(self) -> None:
+        schemes = (await self.document())["components"]["securitySchemes"]
+        self.assertEqual(schemes["apiKey"]["type"], "http")
+        self.assertEqual(schemes["apiKey"]["scheme"], "bearer")
+        self.assertEqual({k: schemes["apiKeyHeader"][k] for k in ("type", "in", "name")},
+                         {"type": "apiKey", "in": "header", "name": "x-api-key"})
+        self.assertEqual(schemes["jwt"], {**schemes["jwt"], "type": "http",
+                                          "scheme": "bearer", "bearerFormat": "JWT"})
+
+    async def test_security_per_route_family(self) -> None:
+        document = await self.document()
+        seen = set()
+        for method, path in operations(document):
+            entry = document["paths"][path][method.lower()]
+            admin = entry.get("x-lockgate-admin", False)
+            if path.startswith(("/v1/", "/v1beta/")):
+                family, expected = "gateway", (KEY, False)
+            elif path.startswith("/api/user/"):
+                family, expected = "user", (JWT, False)
+            elif path in ("/healthz", "/readyz", "/openapi.json") or path.startswith(
+                    ("/auth/", "/api/public/", "/api/pricing", "/api/setup")):
+                family, expected = "none", ([], False)
+            elif path.startswith("/api/payment/"):
+                family, expected = "callback", ([], False)
+            else:
+                family, expected = "admin", (JWT, True)
+            seen.add(family)
+            self.assertEqual((entry["security"], admin), expected, f"{method} {path}")
+        self.assertEqual(seen, {"gateway", "user", "none", "callback", "admin"})
+
+    async def test_error_shape_per_family(self) -> None:
+        document = await self.document()
+
+        def error_ref(method: str, path: str) -> str:
+            content = document["paths"][path][method]["responses"]["default"]["content"]
+            ref: str = content["application/json"]["schema"]["$ref"]
+            return ref.rsplit("/", 1)[-1]
+
+        self.assertEqual(error_ref("post", "/v1/chat/completions"), "OpenAIError")
+        self.assertEqual(error_ref("post", "/v1/messages"), "MessagesError")
+        self.assertEqual(error_ref("post", "/v1beta/models/{modelAction}"), "ModelActionError")
+        self.assertEqual(error_ref("post", "/v1/models/{modelAction}"), "ModelActionError")
+        self.assertEqual(error_ref("get", "/api/user/me"), "ConsoleError")
+        schemas = document["components"]["schemas"]
+        self.assertEqual(schemas["ConsoleError"]["required"], ["error", "type"])
+        self.assertEqual(schemas["OpenAIError"]["properties"]["error"]["required"],
+                         ["message", "type"])
+
+    async def test_contract_fixed_bodies(self) -> None:
+        document = await self.document()
+        login = document["paths"]["/auth/password/login"]["post"]
+        body = login["requestBody"]["content"]["application/json"]["schema"]
+        self.assertEqual(body["required"], ["identifier", "password"])
+        answer = login["responses"]["200"]["content"]["application/json"]["schema"]
+        self.assertEqual(answer["required"], ["token", "user"])
+        chat = document["paths"]["/v1/chat/completions"]["post"]
+        self.assertIn("text/event-stream", chat["responses"]["200"]["content"])
+        self.assertEqual(document["paths"]["/auth/login"]["get"]["responses"].keys(),
+                         {"302", "default"})
