@@ -122,7 +122,9 @@ RESPONSES: dict[tuple[str, str], dict[str, Any]] = {
 STREAMING = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses",
                        "/v1/messages", "/v1/models/{modelAction}",
                        "/v1beta/models/{modelAction}"})
-#: routes whose success is a redirect (console contract §2.7)
-REDIRECTS = frozenset({"/auth/login", "/auth/callback"})
+#: routes whose success is a redirect (console contract §2.7; a payment provider's return page
+#: sends the browser on to the wallet, §4.7)
+REDIRECTS = frozenset({"/auth/login", "/auth/callback", "/api/payment/epay/return",
+                       "/api/payment/yipay/return", "/api/payment/stripe/return"})
 #: routes whose success body is not JSON
 BINARY = frozenset({"/v1/audio/speech"})

@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.support.app import AppTestCase
+import treq
+
+from tests.support.app import AppTestCase, Response
 
 _PARAMETER = re.compile(r"\{[^}]*\}")
 
@@ -25,6 +27,25 @@ def operations(document: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 class OpenApiCase(AppTestCase):
+    async def probe(self, method: str, path: str, *, token: str | None = None) -> Response:
+        """One request as a client would send it, redirects not followed (a 302 is an answer)."""
+        headers = {"X-Forwarded-For": [self.fresh_ip()]}
+        if token:
+            headers["Authorization"] = [f"Bearer {token}"]
+        body = None
+        if method in ("POST", "PUT"):
+            body = b"{}"
+            headers["Content-Type"] = ["application/json"]
+        response = await treq.request(method, (self.base + path).encode(), data=body,
+                                      headers=headers, pool=self.pool, allow_redirects=False)
+        return Response(response.code, response.headers, await treq.content(response))
+
+    async def enable_switched_routes(self, token: str) -> None:
+        """Turn on the routes that answer an unknown-path 404 while their setting is off."""
+        response = await self.call("PUT", "/api/settings", {
+            "pricing_endpoint_enabled": True, "status_monitor_enabled": True}, token=token)
+        assert response.status == 200, response
+
     async def document(self) -> dict[str, Any]:
         response = await self.call("GET", "/openapi.json")
         self.assertEqual(response.status, 200, response)
