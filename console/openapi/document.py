@@ -17,6 +17,9 @@ DESCRIPTION = ("An AI model gateway (`/v1`, `/v1beta`) and its management consol
                "(`/auth`, `/api`). Generated from the route tables of this build.")
 
 
+PLAIN_TEXT = {"text/plain": {"schema": {"type": "string"}}}
+
+
 def _operation_id(operation: Operation) -> str:
     words = re.sub(r"[^A-Za-z0-9]+", "_", operation.path).strip("_")
     return f"{operation.method.lower()}_{words or 'root'}"
@@ -27,6 +30,8 @@ def _json_content(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _error_response(family: RouteFamily) -> dict[str, Any]:
+    if family.plain_text:
+        return {"description": "Refused", "content": PLAIN_TEXT}
     if family.error_schema is None:
         return {"description": "Not ready", "content": _json_content(
             shapes.RESPONSES[("GET", "/readyz")])}
@@ -34,9 +39,11 @@ def _error_response(family: RouteFamily) -> dict[str, Any]:
             "content": _json_content({"$ref": f"#/components/schemas/{family.error_schema}"})}
 
 
-def _success(operation: Operation) -> tuple[str, dict[str, Any]]:
+def _success(operation: Operation, family: RouteFamily) -> tuple[str, dict[str, Any]]:
     if operation.path in shapes.REDIRECTS:
         return "302", {"description": "Redirect (the `Location` header)"}
+    if family.plain_text:
+        return "200", {"description": "Accepted", "content": PLAIN_TEXT}
     if operation.path in shapes.BINARY:
         return "200", {"description": "The upstream's bytes", "content": {
             "application/octet-stream": {"schema": {"type": "string"}}}}
@@ -49,7 +56,7 @@ def _success(operation: Operation) -> tuple[str, dict[str, Any]]:
 
 def _operation(operation: Operation) -> dict[str, Any]:
     family = classify(operation.path)
-    status, success = _success(operation)
+    status, success = _success(operation, family)
     entry: dict[str, Any] = {
         "operationId": _operation_id(operation),
         "tags": [family.tag],

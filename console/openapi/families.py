@@ -18,7 +18,9 @@ from gateway import errors
 GATEWAY_PREFIXES = ("/v1/", "/v1beta/")
 PROBES = ("/healthz", "/readyz", "/openapi.json")
 #: console paths that need no credential (spec §4.2, §4.3, §5) and provider callbacks
-PUBLIC_PREFIXES = ("/auth/", "/api/public/", "/api/pricing", "/api/setup", "/api/payment/")
+PUBLIC_PREFIXES = ("/auth/", "/api/public/", "/api/pricing", "/api/setup")
+#: payment providers' notify callbacks and return pages: signed, plain-text answers
+PAYMENT_CALLBACK_PREFIX = "/api/payment/"
 USER_PREFIX = "/api/user/"
 ADMIN_PREFIX = "/api/"
 
@@ -38,6 +40,8 @@ class RouteFamily:
     admin: bool
     #: component schema of the error body, ``None`` for the probes (they have no error body)
     error_schema: str | None
+    #: answers ``text/plain`` (``success`` / ``fail``) as the payment providers expect
+    plain_text: bool = False
 
 
 def _matches(path: str, prefix: str) -> bool:
@@ -53,6 +57,8 @@ def classify(path: str) -> RouteFamily:
                            GATEWAY_ERROR_SCHEMAS[family])
     if path in PROBES:
         return RouteFamily("operations", [], False, None)
+    if _matches(path, PAYMENT_CALLBACK_PREFIX):
+        return RouteFamily("payment callbacks", [], False, None, plain_text=True)
     if any(_matches(path, prefix) for prefix in PUBLIC_PREFIXES):
         tag = "auth" if path.startswith("/auth/") else "public"
         return RouteFamily(tag, [], False, CONSOLE_ERROR_SCHEMA)

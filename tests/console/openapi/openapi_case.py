@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import treq
+from jsonschema import Draft202012Validator
 
 from tests.support.app import AppTestCase, Response
 
@@ -18,6 +19,27 @@ _PARAMETER = re.compile(r"\{[^}]*\}")
 def shape(path: str) -> str:
     """A path with every parameter name erased: ``/a/{id}`` and ``/a/:item_id`` compare equal."""
     return _PARAMETER.sub("{}", re.sub(r":(\w+)", r"{\1}", path))
+
+
+def answer_schema(document: dict[str, Any], method: str, path: str,
+                  status: int) -> dict[str, Any] | None:
+    """The documented JSON schema of a ``status`` answer (``default`` for errors), refs
+    resolved; ``None`` when that answer is documented without a JSON body."""
+    responses = document["paths"][path][method.lower()]["responses"]
+    response = responses.get(str(status)) or (responses["default"] if status >= 400 else None)
+    if response is None:
+        raise AssertionError(f"{method} {path}: {status} is not documented")
+    content = response.get("content", {}).get("application/json")
+    if content is None:
+        return None
+    schema: dict[str, Any] = content["schema"]
+    if "$ref" in schema:
+        schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    return schema
+
+
+def schema_errors(schema: dict[str, Any], value: Any) -> list[str]:
+    return [error.message for error in Draft202012Validator(schema).iter_errors(value)]
 
 
 def operations(document: dict[str, Any]) -> set[tuple[str, str]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
 from twisted.web.resource import Resource
 
 from console.app import MOUNTS, Branch, mount_console
@@ -26,7 +27,13 @@ from gateway import task_routes
 from gateway.resource import PREFIX_ROUTES, ROUTES, GatewayResource
 from gateway.task_routes import TaskRoutes
 from tap.root import Root
-from tests.console.openapi.openapi_case import OpenApiCase, operations, shape
+from tests.console.openapi.openapi_case import (
+    OpenApiCase,
+    answer_schema,
+    operations,
+    schema_errors,
+    shape,
+)
 
 #: the task routes of gateway contract §1 as concrete requests
 CONTRACT_TASK_REQUESTS = [
@@ -95,6 +102,11 @@ class CoverageTests(OpenApiCase):
             elif response.status in (200, 302) and (
                     str(response.status) not in entry["responses"]):
                 failures.append(f"{method} {path}: {response.status} is not documented")
+            elif response.status >= 400 and (schema := answer_schema(
+                    document, method, path, response.status)) is not None:
+                problems = schema_errors(schema, orjson.loads(response.body))
+                if problems:
+                    failures.append(f"{method} {path}: error body {problems}")
         self.assertEqual(failures, [])
 
     async def test_admin_routes_refuse_a_signed_in_user(self) -> None:

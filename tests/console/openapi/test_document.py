@@ -3,9 +3,17 @@ routes present, and each route family with the security scheme operations contra
 
 from __future__ import annotations
 
+import orjson
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 
-from tests.console.openapi.openapi_case import OpenApiCase, operations, shape
+from console.openapi import shapes
+from tests.console.openapi.openapi_case import (
+    OpenApiCase,
+    answer_schema,
+    operations,
+    schema_errors,
+    shape,
+)
 
 #: service-spec §4.1-§4.4, as the spec writes them
 SPEC_ROUTES = """
@@ -195,3 +203,49 @@ class DocumentTests(OpenApiCase):
         self.assertIn("text/event-stream", chat["responses"]["200"]["content"])
         self.assertEqual(document["paths"]["/auth/login"]["get"]["responses"].keys(),
                          {"302", "default"})
+
+
+class AnswerShapeTests(OpenApiCase):
+    async def test_every_shape_names_a_documented_route(self) -> None:
+        documented = operations(await self.document())
+        keyed = set(shapes.REQUEST_BODIES) | set(shapes.RESPONSES)
+        self.assertEqual(keyed - documented, set())
+        paths = {path for _method, path in documented}
+        self.assertEqual((shapes.STREAMING | shapes.REDIRECTS | shapes.BINARY) - paths, set())
+
+    async def test_real_answers_match_their_documented_shapes(self) -> None:
+        """An admin reads every GET route without path parameters (the gateway ones with the
+        admin's JWT); each 200 JSON answer must validate against the documented schema."""
+        document = await self.document()
+        token = await self.setup_admin()
+        await self.enable_switched_routes(token)
+        checked, failures = [], []
+        for method, path in sorted(operations(document)):
+            if method != "GET" or "{" in path or path in shapes.REDIRECTS or \
+                    path.startswith("/api/payment/"):
+                continue
+            response = await self.probe(method, path, token=token)
+            self.assertEqual(response.status, 200, f"{path}: {response}")
+            schema = answer_schema(document, method, path, 200)
+            if schema is not None and schema != shapes.OPEN_OBJECT:
+                checked.append(path)
+                problems = schema_errors(schema, orjson.loads(response.body))
+                if problems:
+                    failures.append(f"{path}: {problems}")
+        self.assertEqual(failures, [])
+        self.assertTrue({"/healthz", "/readyz", "/openapi.json", "/api/settings",
+                         "/api/public/settings", "/api/setup/status", "/v1/models",
+                         "/v1/balance", "/v1/user/balance"} <= set(checked), checked)
+
+    async def test_settings_bodies_are_reflected_from_the_catalog(self) -> None:
+        document = await self.document()
+        put = document["paths"]["/api/settings"]["put"]["requestBody"]["content"]
+        properties = put["application/json"]["schema"]["properties"]
+        self.assertEqual(properties["pricing_endpoint_enabled"]["type"],
+                         ["boolean", "integer", "string"])
+        self.assertTrue(properties["smtp_password"]["writeOnly"])
+        self.assertIn("registration_enabled", properties)  # an alias
+        public = document["paths"]["/api/public/settings"]["get"]["responses"]["200"]
+        public_keys = set(public["content"]["application/json"]["schema"]["properties"])
+        self.assertIn("pricing_endpoint_enabled", public_keys)
+        self.assertNotIn("smtp_password", public_keys)
