@@ -249,3 +249,25 @@ class AnswerShapeTests(OpenApiCase):
         public_keys = set(public["content"]["application/json"]["schema"]["properties"])
         self.assertIn("pricing_endpoint_enabled", public_keys)
         self.assertNotIn("smtp_password", public_keys)
+
+    async def test_api_key_answers_match_their_documented_shapes(self) -> None:
+        document = await self.document()
+        await self.setup_admin()
+        token = (await self.register("keyholder"))["token"]
+        steps = [("POST", "/api/user/api-keys", {"name": "ci", "allowed_models": ["m"],
+                                                  "ip_whitelist": "10.0.0.0/8", "quota": "5"}),
+                 ("GET", "/api/user/api-keys", None),
+                 ("PUT", "/api/user/api-keys/{key_id}", {"name": "ci-2", "enabled": False}),
+                 ("POST", "/api/user/api-keys/{key_id}/rotate", None),
+                 ("POST", "/api/user/api-keys/{key_id}/reset-usage", None),
+                 ("POST", "/api/user/api-key/rotate", None),
+                 ("DELETE", "/api/user/api-keys/{key_id}", None)]
+        key_id = None
+        for method, path, body in steps:
+            response = await self.call(method, path.replace("{key_id}", str(key_id)), body,
+                                       token=token)
+            self.assertEqual(response.status, 200, f"{method} {path}: {response}")
+            schema = answer_schema(document, method, path, 200)
+            assert schema is not None
+            self.assertEqual(schema_errors(schema, response.json()), [], f"{method} {path}")
+            key_id = key_id or response.json()["id"]
