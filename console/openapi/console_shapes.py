@@ -19,6 +19,8 @@ from console.openapi.json_schema import (
     array_of,
     obj,
 )
+from console.routes import payments
+from console.services import log_query
 
 TOKEN_USER = obj(("token", "user"), token=STRING, user=OPEN_OBJECT)
 MESSAGE = obj(("message",), message=STRING)
@@ -102,6 +104,23 @@ RESPONSES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/user/api-keys/{key_id}/reset-usage"): API_KEY,
     ("DELETE", "/api/user/api-keys/{key_id}"): MESSAGE,
     ("POST", "/api/user/api-key/rotate"): API_KEY_SECRET,
+}
+
+
+
+def _query(names: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+    """Query parameters as the list routes read them (``console.services.log_query``)."""
+    times = {"from", "to", "start_time", "end_time", "start_date", "end_date"}
+    return [(name, INTEGER if name in ("page", "page_size") or name.endswith("_id") else
+             {"type": "string", "description": "a date, a local date-time or an RFC 3339 time"}
+             if name in times else STRING) for name in names]
+
+
+#: (method, path) -> the optional query parameters a list route reads (contract §1.4)
+QUERY_PARAMETERS: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {
+    ("GET", "/api/logs"): _query(log_query.ADMIN_ENVELOPE_PARAMS),
+    ("GET", "/api/user/logs"): _query(log_query.ENVELOPE_PARAMS),
+    ("GET", "/api/user/payment/orders"): _query(payments.ENVELOPE_PARAMS),
 }
 
 #: routes whose success is a redirect (console contract §2.7; a payment provider's return page

@@ -67,10 +67,13 @@ def _operation(operation: Operation) -> dict[str, Any]:
         entry["summary"] = operation.summary
     if family.admin:
         entry["x-lockgate-admin"] = True
-    if operation.parameters:
-        entry["parameters"] = [{"name": parameter.name, "in": "path", "required": True,
-                                "schema": parameter.schema}
-                               for parameter in operation.parameters]
+    parameters = [{"name": parameter.name, "in": "path", "required": True,
+                   "schema": parameter.schema} for parameter in operation.parameters]
+    parameters += [{"name": name, "in": "query", "required": False, "schema": schema}
+                   for name, schema in shapes.QUERY_PARAMETERS.get(
+                       (operation.method, operation.path), [])]
+    if parameters:
+        entry["parameters"] = parameters
     body = shapes.REQUEST_BODIES.get((operation.method, operation.path))
     if body is not None:
         media_type, schema = body

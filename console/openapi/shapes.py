@@ -13,8 +13,8 @@ from console.openapi import console_shapes, gateway_shapes
 from console.openapi.error_shapes import ERROR_SCHEMAS
 from console.openapi.json_schema import OPEN_OBJECT, obj
 
-__all__ = ["BINARY", "ERROR_SCHEMAS", "OPEN_OBJECT", "REDIRECTS", "REQUEST_BODIES",
-           "RESPONSES", "STREAMING", "TEXT_STREAM"]
+__all__ = ["BINARY", "ERROR_SCHEMAS", "OPEN_OBJECT", "QUERY_PARAMETERS", "REDIRECTS",
+           "REQUEST_BODIES", "RESPONSES", "STREAMING", "TEXT_STREAM"]
 
 TEXT_STREAM: dict[str, Any] = {"type": "string",
                                "description": "Server-sent events (with `stream: true`)"}
@@ -31,3 +31,4 @@ RESPONSES = {**PROBE_RESPONSES, **console_shapes.RESPONSES, **gateway_shapes.RES
 STREAMING = gateway_shapes.STREAMING
 BINARY = gateway_shapes.BINARY
 REDIRECTS = console_shapes.REDIRECTS
+QUERY_PARAMETERS = console_shapes.QUERY_PARAMETERS

@@ -208,7 +208,7 @@ class DocumentTests(OpenApiCase):
 class AnswerShapeTests(OpenApiCase):
     async def test_every_shape_names_a_documented_route(self) -> None:
         documented = operations(await self.document())
-        keyed = set(shapes.REQUEST_BODIES) | set(shapes.RESPONSES)
+        keyed = set(shapes.REQUEST_BODIES) | set(shapes.RESPONSES) | set(shapes.QUERY_PARAMETERS)
         self.assertEqual(keyed - documented, set())
         paths = {path for _method, path in documented}
         self.assertEqual((shapes.STREAMING | shapes.REDIRECTS | shapes.BINARY) - paths, set())
@@ -271,3 +271,26 @@ class AnswerShapeTests(OpenApiCase):
             assert schema is not None
             self.assertEqual(schema_errors(schema, response.json()), [], f"{method} {path}")
             key_id = key_id or response.json()["id"]
+
+    async def test_documented_log_filters_are_read_by_the_routes(self) -> None:
+        """Each documented query parameter, given a malformed value, is refused by name (so
+        the route reads it) or, for the paging ones, switches the answer to the envelope."""
+        document = await self.document()
+        token = await self.setup_admin()
+        for path in ("/api/logs", "/api/user/logs"):
+            parameters = {p["name"]: p["schema"] for p in document["paths"][path]["get"][
+                "parameters"] if p["in"] == "query"}
+            self.assertTrue({"page", "page_size", "api_key_id", "model", "from", "to"}
+                            <= set(parameters), parameters)
+            self.assertEqual("user_id" in parameters, path == "/api/logs")
+            for name, schema in parameters.items():
+                if (schema.get("type") == "integer" and name.endswith("_id")) or \
+                        "description" in schema:
+                    response = await self.call("GET", f"{path}?{name}=bogus", token=token)
+                    # time aliases (start_time, end_date, ...) are refused under from/to
+                    self.assertEqual(response.status, 400, f"{path}?{name}")
+                    self.assertIn(response.json()["field"], (name, "from", "to"))
+                else:
+                    response = await self.call("GET", f"{path}?{name}=1", token=token)
+                    self.assertEqual(response.status, 200, f"{path}?{name}")
+                    self.assertIsInstance(response.json(), dict, f"{path}?{name}: envelope")
