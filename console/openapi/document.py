@@ -29,14 +29,18 @@ def _json_content(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def _error_response(family: RouteFamily) -> dict[str, Any]:
+def _error_responses(operation: Operation, family: RouteFamily) -> dict[str, Any]:
     if family.plain_text:
-        return {"description": "Refused", "content": PLAIN_TEXT}
+        return {"default": {"description": "Refused", "content": PLAIN_TEXT}}
     if family.error_schema is None:
-        return {"description": "Not ready", "content": _json_content(
-            shapes.RESPONSES[("GET", "/readyz")])}
-    return {"description": "An error in the route family's native shape",
-            "content": _json_content({"$ref": f"#/components/schemas/{family.error_schema}"})}
+        probe_error = shapes.PROBE_ERRORS.get((operation.method, operation.path))
+        if probe_error is None:
+            return {}
+        status, schema = probe_error
+        return {status: {"description": "Not ready", "content": _json_content(schema)}}
+    return {"default": {
+        "description": "An error in the route family's native shape",
+        "content": _json_content({"$ref": f"#/components/schemas/{family.error_schema}"})}}
 
 
 def _success(operation: Operation, family: RouteFamily) -> tuple[str, dict[str, Any]]:
@@ -61,7 +65,7 @@ def _operation(operation: Operation) -> dict[str, Any]:
         "operationId": _operation_id(operation),
         "tags": [family.tag],
         "security": family.security,
-        "responses": {status: success, "default": _error_response(family)},
+        "responses": {status: success, **_error_responses(operation, family)},
     }
     if operation.summary:
         entry["summary"] = operation.summary

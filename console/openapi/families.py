@@ -17,7 +17,7 @@ from gateway import errors
 
 GATEWAY_PREFIXES = ("/v1/", "/v1beta/")
 PROBES = ("/healthz", "/readyz", "/openapi.json")
-#: console paths that need no credential (spec §4.2, §4.3, §5) and provider callbacks
+#: console paths that need no credential (spec §4.2, §4.3, §5)
 PUBLIC_PREFIXES = ("/auth/", "/api/public/", "/api/pricing", "/api/setup")
 #: payment providers' notify callbacks and return pages: signed, plain-text answers
 PAYMENT_CALLBACK_PREFIX = "/api/payment/"
@@ -38,7 +38,8 @@ class RouteFamily:
     tag: str
     security: list[dict[str, list[str]]]
     admin: bool
-    #: component schema of the error body, ``None`` for the probes (they have no error body)
+    #: component schema of the error body; ``None`` for the probes (their own shapes) and the
+    #: payment callbacks
     error_schema: str | None
     #: answers ``text/plain`` (``success`` / ``fail``) as the payment providers expect
     plain_text: bool = False

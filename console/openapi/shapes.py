@@ -13,8 +13,8 @@ from console.openapi import console_shapes, gateway_shapes
 from console.openapi.error_shapes import ERROR_SCHEMAS
 from console.openapi.json_schema import OPEN_OBJECT, obj
 
-__all__ = ["BINARY", "ERROR_SCHEMAS", "OPEN_OBJECT", "QUERY_PARAMETERS", "REDIRECTS",
-           "REQUEST_BODIES", "RESPONSES", "STREAMING", "TEXT_STREAM"]
+__all__ = ["BINARY", "ERROR_SCHEMAS", "OPEN_OBJECT", "PROBE_ERRORS", "QUERY_PARAMETERS",
+           "REDIRECTS", "REQUEST_BODIES", "RESPONSES", "STREAMING", "TEXT_STREAM"]
 
 TEXT_STREAM: dict[str, Any] = {"type": "string",
                                "description": "Server-sent events (with `stream: true`)"}
@@ -24,6 +24,10 @@ PROBE_RESPONSES: dict[tuple[str, str], dict[str, Any]] = {
         "ready", "draining", "database unreachable", "migrations pending",
         "shared state unreachable"]}),
     ("GET", "/openapi.json"): obj(("openapi", "info", "paths"), openapi={"type": "string"}),
+}
+#: the one probe answer that is not a 200: not ready (operations contract §1)
+PROBE_ERRORS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
+    ("GET", "/readyz"): ("503", PROBE_RESPONSES[("GET", "/readyz")]),
 }
 
 REQUEST_BODIES = {**console_shapes.REQUEST_BODIES, **gateway_shapes.REQUEST_BODIES}

@@ -26,7 +26,8 @@ def answer_schema(document: dict[str, Any], method: str, path: str,
     """The documented JSON schema of a ``status`` answer (``default`` for errors), refs
     resolved; ``None`` when that answer is documented without a JSON body."""
     responses = document["paths"][path][method.lower()]["responses"]
-    response = responses.get(str(status)) or (responses["default"] if status >= 400 else None)
+    response = responses.get(str(status)) or (
+        responses.get("default") if status >= 400 else None)
     if response is None:
         raise AssertionError(f"{method} {path}: {status} is not documented")
     content = response.get("content", {}).get("application/json")

@@ -203,12 +203,15 @@ class DocumentTests(OpenApiCase):
         self.assertIn("text/event-stream", chat["responses"]["200"]["content"])
         self.assertEqual(document["paths"]["/auth/login"]["get"]["responses"].keys(),
                          {"302", "default"})
+        self.assertEqual(document["paths"]["/readyz"]["get"]["responses"].keys(), {"200", "503"})
+        self.assertEqual(document["paths"]["/healthz"]["get"]["responses"].keys(), {"200"})
 
 
 class AnswerShapeTests(OpenApiCase):
     async def test_every_shape_names_a_documented_route(self) -> None:
         documented = operations(await self.document())
-        keyed = set(shapes.REQUEST_BODIES) | set(shapes.RESPONSES) | set(shapes.QUERY_PARAMETERS)
+        keyed = (set(shapes.REQUEST_BODIES) | set(shapes.RESPONSES)
+                 | set(shapes.QUERY_PARAMETERS) | set(shapes.PROBE_ERRORS))
         self.assertEqual(keyed - documented, set())
         paths = {path for _method, path in documented}
         self.assertEqual((shapes.STREAMING | shapes.REDIRECTS | shapes.BINARY) - paths, set())
