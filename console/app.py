@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from klein import Klein
 from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
@@ -110,6 +111,12 @@ class Mounted(Resource):
     def __init__(self, klein_resource: Resource) -> None:
         super().__init__()
         self._klein = klein_resource
+
+    @property
+    def klein_app(self) -> Klein:
+        """The mounted group's Klein app (its ``url_map`` is what ``/openapi.json`` documents)."""
+        app: Klein = self._klein._app  # type: ignore[attr-defined]
+        return app
 
     def render(self, request: Any) -> Any:
         if not request.postpath:

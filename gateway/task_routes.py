@@ -39,6 +39,8 @@ ARTJOB_CREATE = ("/v1/artjob/generations", "/v1/artjob/generations/imagine")
 #: query prefix -> projection
 COMPAT_QUERIES = {"/v1/videos/generations/": "wrapped", "/v1/tasks/": "wrapped",
                   "/v1/images/generations/": "image", "/v1/artjob/": "artjob"}
+#: ``/v1/videos/<parent id>/remix``: a compatible create whose parent task id is in the path
+REMIX = ("/v1/videos/", "/remix")
 
 
 class TaskRoutes:
@@ -59,8 +61,8 @@ class TaskRoutes:
                     path.startswith(ARTJOB_CREATE[0] + "/")
                     and path[len(ARTJOB_CREATE[0]) + 1:] in ARTJOB_ACTIONS):
                 return self._create(TaskRoute("compat", "artjob", path, "artjob"))
-            if path.startswith("/v1/videos/") and path.endswith("/remix"):
-                parent = unquote(path[len("/v1/videos/"):-len("/remix")])
+            if path.startswith(REMIX[0]) and path.endswith(REMIX[1]):
+                parent = unquote(path[len(REMIX[0]):-len(REMIX[1])])
                 if parent and "/" not in parent:
                     return self._create(TaskRoute("compat", "video", path), parent)
             return None
@@ -129,6 +131,17 @@ class TaskRoutes:
                 data["url"] = urls[0]
             return data
         return {"code": 200, "data": data}
+
+
+def templates() -> list[tuple[str, str]]:
+    """Every ``(method, path template)`` that ``TaskRoutes.match`` accepts, built from the same
+    constants it matches on (``{id}`` for our task id, ``{action}`` for an artjob action); the
+    OpenAPI document reads the task routes from here."""
+    created = [*VIDEO_PREFIXES, *COMPAT_CREATE, *ARTJOB_CREATE,
+               f"{ARTJOB_CREATE[0]}/{{action}}", f"{REMIX[0]}{{id}}{REMIX[1]}"]
+    queried = [f"{prefix}/{{id}}" for prefix in VIDEO_PREFIXES]
+    queried += [f"{prefix}{{id}}" for prefix in COMPAT_QUERIES]
+    return [("POST", path) for path in created] + [("GET", path) for path in queried]
 
 
 def _tail(path: str, prefix: str) -> str | None:

@@ -1,4 +1,5 @@
-"""The root resource: health probes, the console mounts, and the gateway prefixes."""
+"""The root resource: health probes, the console mounts, the gateway prefixes, and the OpenAPI
+document of all of them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from twisted.web.resource import Resource
 
 from console.app import mount_console
 from console.context import ConsoleContext
+from console.openapi.resource import OpenApiDocument
+from console.routes.updates import BUILD_VERSION
 from console.static import JsonNotFound
 from tap.health import Healthz, Readyz
 
@@ -27,4 +30,5 @@ def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None
     mount_console(root, ctx)
     for prefix, resource in (gateway or {}).items():
         root.putChild(prefix, resource)
+    root.putChild(b"openapi.json", OpenApiDocument(root, BUILD_VERSION))
     return root
