@@ -22,6 +22,7 @@ from gateway.channel_types import normalise_channel_type
 from gateway.channels.http import (
     BodyTooLarge,
     UpstreamAborted,
+    UpstreamBlocked,
     UpstreamError,
     UpstreamResponse,
     UpstreamTimeout,
@@ -109,6 +110,8 @@ class TextCall(GatewayCall):
             first_byte_timeout=deadline.timeout(ctx.timeouts.first_byte))
         try:
             response = await self._pending
+        except UpstreamBlocked:
+            raise _Failover(errors.ssrf_blocked()) from None
         except UpstreamError as exc:
             ctx.health.record_failure(channel.id, str(exc), None)
             raise _Failover(errors.upstream_failed()) from None
