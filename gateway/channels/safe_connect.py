@@ -42,6 +42,7 @@ from zope.interface import implementer
 
 from gateway.net_policy import (
     METADATA_HOSTS,
+    PRIVATE_REFUSED,
     UnsafeUrl,
     UrlPolicy,
     check_address,
@@ -52,16 +53,13 @@ from gateway.net_policy import (
 OPEN_POLICY = UrlPolicy(protection_enabled=False)
 #: how long a verdict (checked addresses or a refusal) is reused for one (host, policy)
 VERDICT_TTL = 30.0
-#: what the refusal tells an admin about the settings that would allow the host
-SETTINGS_HINT = ("to allow a private upstream, turn on ssrf_allow_private_networks or list the "
-                 "host in ssrf_allowed_hosts")
 
 
 class AddressRefused(ConnectError):
     """The host (or an address it resolves to) is refused by the SSRF policy."""
 
     def __init__(self, host: str, reason: str) -> None:
-        self.message = f"{host}: {reason} ({SETTINGS_HINT})"
+        self.message = f"{host}: {reason}"
         super().__init__(string=self.message)
         self.host = host
         self.reason = reason
@@ -112,7 +110,7 @@ def _refusal(host: str, policy: UrlPolicy) -> str | None:
         return "cloud metadata host is not allowed"
     local = lowered == "localhost" or lowered.endswith(".localhost")
     if local and not policy.allow_private and not policy.host_listed(lowered):
-        return "private or loopback address is not allowed"
+        return PRIVATE_REFUSED
     return None
 
 
