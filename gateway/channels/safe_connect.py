@@ -36,7 +36,7 @@ from twisted.internet.interfaces import (
     IResolutionReceiver,
     IStreamClientEndpoint,
 )
-from twisted.web.client import URI, BrowserLikePolicyForHTTPS
+from twisted.web.client import URI, Agent, BrowserLikePolicyForHTTPS
 from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
@@ -258,6 +258,24 @@ class LivePolicy:
             known = self._known[key] = (self._next, UrlPolicy.from_settings(settings))
             self._next += 1
         return known
+
+
+def settings_policy(settings: Any | None) -> Callable[[], UrlPolicy]:
+    """The live settings' SSRF policy as a callable (``None``: protection off)."""
+    if settings is None:
+        return lambda: OPEN_POLICY
+    live = LivePolicy(settings)
+    return lambda: live.current()[1]
+
+
+def guarded_agent(reactor: Any, settings: Any | None, *, connect_timeout: float,
+                  clock: Any = None) -> Agent:
+    """A non-persistent ``Agent`` whose every connection goes through the connector under the
+    SSRF policy of ``settings`` at connect time (for the console's occasional calls)."""
+    factory = GuardedEndpointFactory(reactor, settings_policy(settings),
+                                     vetter=AddressVetter(reactor, clock),
+                                     connect_timeout=connect_timeout)
+    return Agent.usingEndpointFactory(reactor, factory)
 
 
 def refusal_of(failure_value: BaseException) -> AddressRefused | None:

@@ -289,7 +289,8 @@ class MailerTransportTests(EmailCodeCase):
         silent: Any = reactor.listenTCP(0, factory, interface="127.0.0.1")
         self.addCleanup(silent.stopListening)
         await self.save(smtp_host="127.0.0.1", smtp_port=str(silent.getHost().port),
-                        smtp_security="none", smtp_from="a@example.com")
+                        smtp_security="none", smtp_from="a@example.com",
+                        ssrf_allow_private_networks="true")
         sending = Mailer(reactor, self.clock, timeout=5).send(
             self.ctx.settings, "to@example.com", "s", "t")
         d = Deferred.fromCoroutine(sending)
