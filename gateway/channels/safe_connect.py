@@ -237,7 +237,8 @@ class LivePolicy:
     """The SSRF policy of the live settings, numbered: the number changes when the policy does.
 
     The relay keys its connection pool by that number, so a connection checked under one
-    policy is never reused under another.  Reading it is three dict lookups (hot path).
+    policy is never reused under another.  Read on every relayed request, so while the settings
+    are unchanged it costs one identity test.
     """
 
     KEYS = ("ssrf_protection_enabled", "ssrf_allow_private_networks", "ssrf_allowed_hosts")
@@ -247,9 +248,16 @@ class LivePolicy:
         self._settings = settings
         self._known: dict[tuple[str | None, ...], tuple[int, UrlPolicy]] = {}
         self._next = 1
+        self._seen_values: object = None
+        self._seen: tuple[int, UrlPolicy] = (0, OPEN_POLICY)
 
     def current(self) -> tuple[int, UrlPolicy]:
         settings = self._settings
+        # ``Settings.replace`` swaps in a new dict on every change and never edits one in
+        # place: while the dict is the same object, so is the policy (one identity test)
+        values = getattr(settings, "_values", None)
+        if values is not None and values is self._seen_values:
+            return self._seen
         key = (settings.raw(self.KEYS[0]), settings.raw(self.KEYS[1]), settings.raw(self.KEYS[2]))
         known = self._known.get(key)
         if known is None:
@@ -257,6 +265,7 @@ class LivePolicy:
                 self._known.clear()  # numbers keep counting up: an old one is never reused
             known = self._known[key] = (self._next, UrlPolicy.from_settings(settings))
             self._next += 1
+        self._seen_values, self._seen = values, known
         return known
 
 
