@@ -189,12 +189,9 @@ def check_url(url: str, policy: UrlPolicy) -> str:
         raise UnsafeUrl("URL has no host")
     if port == 0:
         raise UnsafeUrl("URL port is invalid")
-    if "%" in host and ":" not in host:
-        raise UnsafeUrl("URL host must not be percent-encoded")
-    if not host.isascii():
-        host = ascii_host(host)
-        netloc = host if port is None else f"{host}:{port}"
-        text = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    if not host.isascii() or "%" in host:
+        text = plain_host_url(text)
+        host = (urlsplit(text).hostname or "").rstrip(".")
     if not policy.protection_enabled:
         return text
     address = literal_address(host)
@@ -212,6 +209,27 @@ def check_url(url: str, policy: UrlPolicy) -> str:
         return text
     check_address(host, address, policy)
     return text
+
+
+def plain_host_url(url: str) -> str:
+    """``url`` with its host in plain ASCII form: a non-ASCII host (IDNA dots included) is
+    replaced by its IDNA form, a percent-encoded host is refused (UnsafeUrl).  Policy-free, for
+    every stored outbound URL (the settings' URL fields too); a URL with no parsable host is
+    returned unchanged for the caller's own checks."""
+    try:
+        parts = urlsplit(url.strip())
+        host = (parts.hostname or "").rstrip(".")
+        port = parts.port
+    except ValueError:
+        return url
+    if "%" in host and ":" not in host:
+        raise UnsafeUrl("URL host must not be percent-encoded")
+    if host.isascii():
+        return url
+    host = ascii_host(host)
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = (f"{userinfo}@" if userinfo else "") + (host if port is None else f"{host}:{port}")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def ascii_host(host: str) -> str:

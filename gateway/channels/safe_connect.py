@@ -85,6 +85,8 @@ class _Collector:
             self.addresses.append(address.host)
 
     def resolutionComplete(self) -> None:
+        if self.done.called:  # cancelled while the lookup ran (e.g. a first-byte timeout)
+            return
         if self.addresses:
             self.done.callback(self.addresses)
         else:

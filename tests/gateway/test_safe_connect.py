@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import CancelledError
 from twisted.internet.error import DNSLookupError
+from twisted.internet.interfaces import IHostnameResolver
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.trial.unittest import TestCase
 from twisted.web.client import URI
+from zope.interface import implementer
 
 from gateway.channels.safe_connect import (
     AddressRefused,
@@ -114,6 +118,24 @@ class ConnectorTests(TestCase):
         self.endpoint("gone.example").connect(Factory.forProtocol(Protocol))
         self.assertEqual(names.asked, ["gone.example", "gone.example"])
         self.assertEqual(self.connected_hosts(), [(PUBLIC, 443)])
+
+    def test_cancelling_during_the_lookup_connects_nowhere(self) -> None:
+        receivers: list[Any] = []
+
+        @implementer(IHostnameResolver)
+        class Slow:
+            def resolveHostName(self, receiver: Any, hostName: str, portNumber: int = 0,
+                                addressTypes: Any = None, transportSemantics: str = "TCP"
+                                ) -> None:
+                receivers.append(receiver)
+
+        self.reactor.installNameResolver(Slow())
+        attempt = self.endpoint("slow.example").connect(Factory.forProtocol(Protocol))
+        attempt.cancel()  # e.g. the relay's first-byte timeout
+        self.failureResultOf(attempt, CancelledError)
+        receivers[0].addressResolved(IPv4Address("TCP", PUBLIC, 443))
+        receivers[0].resolutionComplete()  # the late answer is dropped quietly
+        self.assertEqual(self.connected_hosts(), [])
 
     def test_tls_goes_to_the_checked_address_with_the_original_host_name(self) -> None:
         factory = GuardedEndpointFactory(self.reactor, STRICT, vetter=self.vetter)
