@@ -56,7 +56,7 @@ class ConsoleContext:
 
     def __post_init__(self) -> None:
         self.mailer = Mailer(self.reactor, self.clock)
-        self.captcha = Captcha(self.reactor, self.clock)
+        self.captcha = Captcha(self.reactor, self.clock, settings=self.settings)
 
     @property
     def settings(self) -> Settings:

@@ -21,7 +21,12 @@ from gateway.billing.usage import Usage
 from gateway.call import GatewayCall, guard_url, upstream_header
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
-from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
+from gateway.channels.http import (
+    BodyTooLarge,
+    UpstreamBlocked,
+    UpstreamError,
+    UpstreamResponse,
+)
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.multipart import MultipartError, Part, build, field, parse
@@ -149,6 +154,8 @@ class MediaCall(GatewayCall):
             first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending
+        except UpstreamBlocked:
+            raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
             self.ctx.health.record_failure(channel.id, str(exc), None)
             raise errors.upstream_failed() from None

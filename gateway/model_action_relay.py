@@ -20,7 +20,7 @@ from gateway.billing.usage import Usage
 from gateway.call import GatewayCall, guard_url, upstream_header
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
-from gateway.channels.http import BodyTooLarge, UpstreamError
+from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError
 from gateway.context import GatewayContext
 from gateway.protocols.estimate import estimate_texts
 from gateway.request_io import read_body, write_json_bytes
@@ -95,6 +95,8 @@ class ModelActionRelayCall(GatewayCall):
             orjson.dumps(upstream_body), first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending
+        except UpstreamBlocked:
+            raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
             self.ctx.health.record_failure(channel.id, str(exc), None)
             raise errors.upstream_failed() from None

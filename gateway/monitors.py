@@ -29,15 +29,16 @@ from twisted.internet.defer import (
     DeferredSemaphore,
     ensureDeferred,
 )
-from twisted.internet.endpoints import HostnameEndpoint, connectProtocol
+from twisted.internet.endpoints import connectProtocol
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from gateway.channels.safe_connect import AddressVetter, GuardedEndpoint, refusal_of
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.periodic import RoundService
 from gateway.store import monitors as store
-from gateway.sync.fetch import MAX_MESSAGE, FetchError, checked_address, describe, fetch
+from gateway.sync.fetch import MAX_MESSAGE, FetchError, FetchRefused, describe, fetch
 
 log = Logger()
 
@@ -114,8 +115,8 @@ class _Connected(Protocol):
 
 async def _tcp_connect(reactor: Any, clock: Any, host: str, port: int, timeout: float,
                        policy: UrlPolicy) -> None:
-    address = await checked_address(reactor, host, policy)
-    endpoint = HostnameEndpoint(reactor, address.encode("ascii"), port, timeout=timeout)
+    endpoint = GuardedEndpoint(reactor, AddressVetter(reactor, clock), host, port, policy,
+                               timeout=timeout)
     attempt: Deferred[Any] = connectProtocol(endpoint, _Connected())
     timer = clock.callLater(timeout, attempt.cancel)
     try:
@@ -125,7 +126,11 @@ async def _tcp_connect(reactor: Any, clock: Any, host: str, port: int, timeout: 
             raise
         raise FetchError(f"timeout after {timeout:g}s") from None
     except Exception:
-        raise FetchError(describe(Failure())[:MAX_MESSAGE]) from None
+        failure = Failure()
+        refused = refusal_of(failure.value)
+        if refused is not None:
+            raise FetchRefused(f"unsafe address for {refused}"[:MAX_MESSAGE]) from None
+        raise FetchError(describe(failure)[:MAX_MESSAGE]) from None
     finally:
         if timer.active():
             timer.cancel()

@@ -23,6 +23,7 @@ from gateway.channels.http import (
     BodyTooLarge,
     CutByShutdown,
     UpstreamAborted,
+    UpstreamBlocked,
     UpstreamError,
     UpstreamResponse,
     UpstreamTimeout,
@@ -112,6 +113,8 @@ class TextCall(GatewayCall):
             first_byte_timeout=deadline.timeout(ctx.timeouts.first_byte))
         try:
             response = await self._pending
+        except UpstreamBlocked:
+            raise _Failover(errors.ssrf_blocked()) from None
         except UpstreamError as exc:
             if self.client_gone:
                 # our own cancel: the client left before the upstream answered; nothing was

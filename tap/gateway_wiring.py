@@ -12,6 +12,7 @@ from gateway.billing.settlement import Settler
 from gateway.billing.shared_wallet import SharedWallets
 from gateway.billing.wallet import WalletBook, Wallets
 from gateway.channels.http import UpstreamClient
+from gateway.channels.safe_connect import LivePolicy
 from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.health import ChannelHealth
 from gateway.invalidation import CATALOG, EVERYTHING, KEYS, USERS
@@ -68,7 +69,8 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
         settings=ctx.settings, catalog=ctx.catalog, keys=ctx.keys, key_hasher=ctx.key_hasher,
         tokens=ctx.tokens, users=UserCache(ctx.db, ctx.invalidation), wallets=wallets,
         settler=settler,
-        upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256),
+        upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256,
+                                policy=LivePolicy(ctx.settings)),
         health=health,
         limiter=GatewayLimiter(ctx.state, ctx.settings), addresses=ctx.addresses,
         timeouts=timeouts or GatewayTimeouts(),

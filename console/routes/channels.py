@@ -3,7 +3,8 @@
 Console contract §5.7/§5.8 with our fixes: whitelisted fields only (weakness 6), explicit
 ``false``/``0`` honoured (22), the upstream ``api_key`` is write-only (lists show
 ``has_api_key`` and ``api_key_masked``; a blank or absent key on PUT keeps the stored one),
-``base_url`` must pass ``gateway.net_policy`` (400 ``Unsafe or invalid base URL``), ``type`` is
+``base_url`` must pass ``gateway.net_policy`` (400 ``Unsafe or invalid base URL``), the
+``api_key`` must be header-safe (printable ASCII: it is sent as a header value), ``type`` is
 normalised to its canonical spelling, price sync is off by default (19), multipliers refuse
 unknown groups and negatives (17), delete cascades (14).  Health fields are read-only.
 """
@@ -28,7 +29,7 @@ from console.validation import MISSING, Body
 from gateway.billing.money import to_nanos
 from gateway.channel_types import PLUGIN_PREFIX, normalise_channel_type
 from gateway.cron import CronError, check_cron
-from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url, header_safe
 from gateway.store import channel_models as config_store
 from gateway.store import channels as store
 
@@ -55,6 +56,9 @@ def channel_values(body: Body, policy: UrlPolicy, *, creating: bool) -> dict[str
             raise bad_request(f"Unsafe or invalid base URL: {exc}", field="base_url") from None
     api_key = body.string("api_key", max_length=4096)
     if api_key:
+        if not header_safe(api_key):
+            raise bad_request("api_key must be printable ASCII: it is sent in an HTTP header",
+                              field="api_key")
         values["api_key"] = api_key
     if body.has("user_channel_id"):
         uc_id = body.data["user_channel_id"]

@@ -219,7 +219,7 @@ def _bind(conn: Any, user_id: int, identity: dict[str, Any],
 class _Base:
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
-        self.client = OidcClient(ctx.reactor, ctx.clock.seconds)
+        self.client = OidcClient(ctx.reactor, ctx.clock.seconds, ctx.settings)
 
 
 class OidcLoginRoutes(_Base):

@@ -105,7 +105,8 @@ async def fetch_latest(ctx: ConsoleContext, url: str) -> str:
         fetched = await fetch(ctx.reactor, ctx.clock, url, timeout=FEED_TIMEOUT_SECONDS,
                               limit=FEED_BODY_LIMIT,
                               headers={"user-agent": USER_AGENT,
-                                       "accept": "application/json"})
+                                       "accept": "application/json"},
+                              policy=UrlPolicy.from_settings(ctx.settings))
     except FetchError as exc:
         raise FeedError(f"release feed is unreachable: {exc}") from None
     if fetched.status != 200:

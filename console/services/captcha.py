@@ -16,12 +16,13 @@ from urllib.parse import urlencode
 import orjson
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
-from twisted.web.client import Agent, readBody
+from twisted.web.client import readBody
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
 
 from console.http import ApiError, bad_request
 from gateway.bytes_body import BytesBody
+from gateway.channels.safe_connect import guarded_agent
 from gateway.settings.store import Settings
 
 log = Logger()
@@ -38,10 +39,12 @@ def captcha_enabled(settings: Settings) -> bool:
 
 class Captcha:
     def __init__(self, reactor: Any, clock: Any, *, timeout: float = DEFAULT_TIMEOUT,
-                 agent: Any = None) -> None:
+                 agent: Any = None, settings: Settings | None = None) -> None:
         self._clock = clock
         self._timeout = timeout
-        self._agent = agent or Agent(reactor, connectTimeout=timeout)
+        # through the outbound-safety connector, under the live SSRF policy
+        self._agent = agent or guarded_agent(reactor, settings, connect_timeout=timeout,
+                                             clock=clock)
 
     async def require(self, settings: Settings, token: Any, remote_ip: str) -> None:
         """Raise unless captcha is off or ``token`` verifies with the configured provider."""

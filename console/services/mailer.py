@@ -6,6 +6,10 @@ we run on.  ``smtp_security`` picks the transport: ``starttls`` (the upgrade is 
 silently skipped), ``tls`` (TLS from the first byte, port 465) or ``none``.  Certificates are
 checked against the host name; tests pass ``trust_root`` for their throwaway certificate.  The
 whole exchange is bounded by one timeout on the injected clock, which also drops the connection.
+The server's name is resolved and checked by the outbound-safety connector's vetter under the
+SSRF policy (``gateway.channels.safe_connect``) and the connection goes to the checked address;
+the ClientFactory API is kept (not an endpoint) because the SMTP factory reports connection
+failures through it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from twisted.internet.ssl import optionsForClientTLS
 from twisted.logger import Logger
 from twisted.mail.smtp import ESMTPSenderFactory, SMTPClientError, SMTPConnectError
 
+from gateway.channels.safe_connect import AddressRefused, AddressVetter
+from gateway.net_policy import UrlPolicy
 from gateway.settings.catalog_derived import derived
 from gateway.settings.store import Settings
 
@@ -89,6 +95,7 @@ class Mailer:
         self._clock = clock
         self._timeout = timeout
         self._trust_root = trust_root
+        self._vetter = AddressVetter(reactor, clock)
 
     async def send(self, settings: Settings, to: str, subject: str, text: str) -> None:
         """Deliver one message to ``to``; raises ``MailError`` (or ``MailNotConfigured``)."""
@@ -103,7 +110,14 @@ class Mailer:
         except (ValueError, UnicodeError) as exc:
             raise MailError(f"address cannot be sent to: {exc}") from None
         try:
-            await self._deliver(config, sender, recipient, data)
+            addresses = await self._vetter.vet(config.host, config.port,
+                                               UrlPolicy.from_settings(settings))
+        except AddressRefused as exc:
+            raise MailError(f"SMTP server refused by the SSRF policy: {exc}") from None
+        except OSError as exc:
+            raise MailError(f"SMTP delivery failed: {exc}") from None
+        try:
+            await self._deliver(config, addresses[0], sender, recipient, data)
         except (CancelledError, DeferredTimeout):
             raise MailError("timed out talking to the SMTP server") from None
         except (SMTPClientError, SMTPConnectError, ConnectTimeout, OSError) as exc:
@@ -112,8 +126,10 @@ class Mailer:
             log.failure("unexpected SMTP failure")
             raise MailError(f"SMTP delivery failed: {type(exc).__name__}") from None
 
-    def _deliver(self, config: SmtpConfig, sender: bytes, recipient: bytes,
+    def _deliver(self, config: SmtpConfig, address: str, sender: bytes, recipient: bytes,
                  data: bytes) -> Deferred[Any]:
+        """One exchange with the SMTP server at ``address`` (checked by the connector's
+        vetter); TLS still verifies ``config.host``."""
         tls = None
         if config.security in ("starttls", "tls"):
             tls = optionsForClientTLS(config.host, trustRoot=self._trust_root)
@@ -139,10 +155,10 @@ class Mailer:
             hostname=None,
         )
         if config.security == "tls":
-            connector = self._reactor.connectSSL(config.host, config.port, factory, tls,
+            connector = self._reactor.connectSSL(address, config.port, factory, tls,
                                                  timeout=self._timeout)
         else:
-            connector = self._reactor.connectTCP(config.host, config.port, factory,
+            connector = self._reactor.connectTCP(address, config.port, factory,
                                                  timeout=self._timeout)
         result.addTimeout(self._timeout, self._clock)
         return result

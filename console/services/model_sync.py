@@ -9,7 +9,10 @@
 
 Server-side fetches go to the channel's own base URL only (custom paths are reduced to a path),
 pass the SSRF policy first, and carry the channel key only when the URL's host is the
-channel's host -- the key never leaves for another host.
+channel's host -- the key never leaves for another host.  A preview refused by our own SSRF
+policy is a 400 carrying the policy's reason; an upstream that cannot be reached or answers
+nothing usable on any path is a 502.  ``sync`` isolates channels: whatever fails for one
+channel is reported in its result and the others are still synced.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
+from twisted.logger import Logger
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request
@@ -32,7 +36,7 @@ from gateway.store import schema
 from gateway.store.catalog_admin import fetch_row
 from gateway.store.channels import NOT_FOUND as CHANNEL_NOT_FOUND
 from gateway.store.models import find_or_create_model
-from gateway.sync.fetch import FetchError, fetch
+from gateway.sync.fetch import FetchError, FetchRefused, fetch
 from gateway.sync.model_lists import (
     SyncFormatError,
     join_url,
@@ -40,6 +44,8 @@ from gateway.sync.model_lists import (
     parse_model_names,
 )
 from gateway.sync.providers import guess_provider
+
+log = Logger()
 
 FETCH_TIMEOUT = 30.0
 FETCH_LIMIT = 8 << 20
@@ -72,7 +78,7 @@ async def fetch_from_channel(ctx: ConsoleContext, channel: dict[str, Any], path:
     try:
         check_url(url, policy)
     except UnsafeUrl as exc:
-        raise FetchError(f"unsafe upstream URL: {exc}") from None
+        raise FetchRefused(f"unsafe upstream URL: {exc}") from None
     fetched = await fetch(ctx.reactor, ctx.clock, url,
                           headers=channel_headers(channel, url, with_key=with_key),
                           timeout=FETCH_TIMEOUT, limit=FETCH_LIMIT, policy=policy)
@@ -92,13 +98,25 @@ async def discover(ctx: ConsoleContext, channel: dict[str, Any], fmt: str | None
     for candidate in paths:
         try:
             names = parse_model_names(await fetch_from_channel(ctx, channel, candidate))
+        except FetchRefused as exc:
+            raise refused_by_policy("model list sync", exc) from None
         except (FetchError, SyncFormatError) as exc:
             failures.append(f"{candidate}: {exc}")
             continue
         if names:
             return candidate, names
         failures.append(f"{candidate}: no models found")
-    raise ApiError(500, "model list sync failed: " + "; ".join(failures), type="sync_failed")
+    raise upstream_failed("model list sync", failures)
+
+
+def refused_by_policy(what: str, exc: FetchRefused) -> ApiError:
+    """400: our own SSRF policy refused the channel's upstream -- the admin's to change."""
+    return ApiError(400, f"{what} refused: {exc}", type="ssrf_blocked")
+
+
+def upstream_failed(what: str, failures: list[str]) -> ApiError:
+    """502: the upstream could not be reached or gave no usable answer on any path."""
+    return ApiError(502, f"{what} failed: " + "; ".join(failures), type="sync_failed")
 
 
 def sync_item(name: str, exists: bool) -> dict[str, Any]:
@@ -248,6 +266,10 @@ async def sync(ctx: ConsoleContext, channel_ids: list[int]) -> dict[str, Any]:
                                                     ctx.now())
         except ApiError as exc:
             results.append(result(channel, "auto", error=exc.message))
+            continue
+        except Exception:  # one channel's failure (bad stored data, ...) never stops the rest
+            log.failure("model sync of channel {id} failed", id=channel["id"])
+            results.append(result(channel, "auto", error="model sync failed"))
             continue
         changed = changed or bool(created or updated)
         results.append(result(channel, source, created, updated))

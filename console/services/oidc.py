@@ -24,13 +24,14 @@ import orjson
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, ResponseDone
+from twisted.web.client import ResponseDone
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import UNKNOWN_LENGTH
 
 from console.http import ApiError
 from gateway.bytes_body import BytesBody
+from gateway.channels.safe_connect import guarded_agent
 from gateway.settings.store import Settings
 
 CONNECT_TIMEOUT = 10
@@ -123,10 +124,11 @@ class _Capped(Protocol):
 class OidcClient:
     """Talks to one process's configured providers; discovery documents are cached briefly."""
 
-    def __init__(self, reactor: Any, seconds: Callable[[], float]) -> None:
+    def __init__(self, reactor: Any, seconds: Callable[[], float], settings: Any = None) -> None:
         self._reactor = reactor
         self._seconds = seconds
-        self._agent = Agent(reactor, connectTimeout=CONNECT_TIMEOUT)
+        # discovery, JWKS and token calls go through the outbound-safety connector
+        self._agent = guarded_agent(reactor, settings, connect_timeout=CONNECT_TIMEOUT)
         self._discovery: dict[str, tuple[float, dict[str, Any]]] = {}
         self._jwks: dict[str, list[dict[str, Any]]] = {}
 

@@ -231,7 +231,7 @@ class PaymentService:
 
     def __init__(self, ctx: Any, stripe_client: stripe.StripeClient | None = None) -> None:
         self.ctx = ctx
-        self.stripe = stripe_client or stripe.StripeClient(ctx.reactor)
+        self.stripe = stripe_client or stripe.StripeClient(ctx.reactor, settings=ctx.settings)
 
     def _choose(self, body: Body, method: str) -> Channel:
         channels = usable_channels(self.ctx.settings)

@@ -27,14 +27,16 @@ from console.services.model_sync import (
     fetch_from_channel,
     load_channel,
     parse_browser_payload,
+    refused_by_policy,
     result,
+    upstream_failed,
 )
 from gateway.billing.money import AmountError, parse_decimal, to_nanos
 from gateway.billing.tiers import TierError, normalise_tiers
 from gateway.invalidation import CATALOG
 from gateway.store import schema
 from gateway.store.models import create_model, model_by_name, update_model
-from gateway.sync.fetch import FetchError
+from gateway.sync.fetch import FetchError, FetchRefused
 from gateway.sync.model_lists import SyncFormatError
 from gateway.sync.prices import (
     PRICE_FIELDS,
@@ -86,13 +88,15 @@ async def fetch_items(ctx: ConsoleContext, channel: dict[str, Any], fmt: str | N
             body = await fetch_from_channel(ctx, channel, candidate,
                                             with_key=candidate not in UNAUTHENTICATED)
             items = parse_prices(body)
+        except FetchRefused as exc:
+            raise refused_by_policy("price sync", exc) from None
         except (FetchError, SyncFormatError) as exc:
             failures.append(f"{candidate}: {exc}")
             continue
         if items:
             return candidate, items
         failures.append(f"{candidate}: no prices found")
-    raise ApiError(500, "price sync failed: " + "; ".join(failures), type="sync_failed")
+    raise upstream_failed("price sync", failures)
 
 
 async def preview(ctx: ConsoleContext, channel_id: Any, fmt: str | None,

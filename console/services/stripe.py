@@ -22,12 +22,13 @@ from urllib.parse import urlencode
 
 import orjson
 from twisted.internet.defer import Deferred
-from twisted.web.client import Agent, readBody
+from twisted.web.client import readBody
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer, IResponse
 
 from gateway.billing.money import NANOS_PER_UNIT
 from gateway.bytes_body import BytesBody
+from gateway.channels.safe_connect import guarded_agent
 
 PROVIDER = "stripe"
 TOLERANCE_SECONDS = 300
@@ -93,10 +94,11 @@ def session_form(req: SessionRequest) -> dict[str, str]:
 class StripeClient:
     """Talks to ``base_url`` (the ``payment_stripe_base_url`` setting) with one reactor."""
 
-    def __init__(self, reactor: Any, *, timeout: float = 20.0) -> None:
+    def __init__(self, reactor: Any, *, timeout: float = 20.0, settings: Any = None) -> None:
         self.reactor = reactor
         self.timeout = timeout
-        self.agent = Agent(reactor, connectTimeout=timeout)
+        # through the outbound-safety connector, under the live SSRF policy
+        self.agent = guarded_agent(reactor, settings, connect_timeout=timeout)
 
     async def create_session(self, base_url: str, secret_key: str,
                              req: SessionRequest) -> tuple[str, str]:

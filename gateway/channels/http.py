@@ -19,7 +19,12 @@ Why each piece exists (DESIGN.md "The /v1 path" and its Gotchas):
   a stalled upstream must not hold a client, a socket and a reservation forever.  The timer
   only records a timestamp per chunk and re-arms itself when it fires, so the per-chunk cost
   is one ``clock.seconds()`` call.
-- Endpoints are cached per (scheme, host, port): the stock Agent builds a new
+- Every new connection goes through the outbound-safety connector
+  (``gateway.channels.safe_connect``): the host is resolved once, every address checked against
+  the SSRF policy of the live settings, and the connection made to a checked address.  The pool
+  key carries the policy's number, so a connection checked under one policy is not reused
+  after the policy changed; a refusal is ``UpstreamBlocked``.
+- Endpoints are cached per (scheme, host, port, policy number): the stock Agent builds a new
   ``HostnameEndpoint`` (IDNA-encoding the host) on every request, about a third of
   ``Agent.request``'s cost when the pool already holds a connection.
 - What ``Agent.request`` works out from the URL (validation, parse, pool key, request path,
@@ -43,7 +48,6 @@ from twisted.internet.defer import (
     DeferredSemaphore,
     fail,
 )
-from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
 from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
@@ -57,10 +61,17 @@ from twisted.web.client import (
 )
 from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import UNKNOWN_LENGTH, IAgentEndpointFactory, IResponse
-from zope.interface import implementer
+from twisted.web.iweb import UNKNOWN_LENGTH, IResponse
 
 from gateway.bytes_body import BytesBody
+from gateway.channels.safe_connect import (
+    OPEN_POLICY,
+    AddressVetter,
+    GuardedEndpointFactory,
+    LivePolicy,
+    refusal_of,
+)
+from gateway.net_policy import UrlPolicy
 
 
 class UpstreamError(Exception):
@@ -69,6 +80,11 @@ class UpstreamError(Exception):
 
 class UpstreamUnavailable(UpstreamError):
     """No response headers: connection refused, DNS failure, reset before the answer."""
+
+
+class UpstreamBlocked(UpstreamUnavailable):
+    """The connector refused the upstream: its name resolves to an address the SSRF policy
+    refuses.  Nothing was sent."""
 
 
 class UpstreamTimeout(UpstreamError):
@@ -105,32 +121,24 @@ class BodySink(Protocol):
         """None on a clean end; otherwise a Failure wrapping an ``UpstreamError``."""
 
 
-@implementer(IAgentEndpointFactory)
 class _CachedEndpoints:
-    """TCP for http, TCP+TLS (hostname verified by the policy) for https; built once per host."""
+    """Guarded TCP for http, guarded TCP+TLS (hostname verified by the policy) for https, built
+    once per (scheme, host, port, policy number): each goes through the outbound-safety
+    connector (``gateway.channels.safe_connect``) under the policy it was made for."""
 
     #: a gateway talks to a handful of upstream hosts; this only bounds a misconfiguration
     MAX_ENTRIES = 1024
 
-    def __init__(self, reactor: Any, tls_policy: Any, connect_timeout: float) -> None:
-        self._reactor = reactor
-        self._tls_policy = tls_policy
-        self._connect_timeout = connect_timeout
-        self._cache: dict[tuple[bytes, bytes, int], IStreamClientEndpoint] = {}
+    def __init__(self, factory: GuardedEndpointFactory) -> None:
+        self._factory = factory
+        self._cache: dict[tuple[bytes, bytes, int, int], IStreamClientEndpoint] = {}
 
-    def endpointForURI(self, uri: URI) -> IStreamClientEndpoint:
-        key = (uri.scheme, uri.host, uri.port)
+    def endpoint(self, uri: URI, generation: int, policy: UrlPolicy) -> IStreamClientEndpoint:
+        key = (uri.scheme, uri.host, uri.port, generation)
         endpoint = self._cache.get(key)
         if endpoint is not None:
             return endpoint
-        if uri.scheme not in (b"http", b"https"):
-            raise ValueError(f"unsupported upstream scheme {uri.scheme!r}")
-        host = uri.host.decode("ascii")
-        endpoint = HostnameEndpoint(self._reactor, host, uri.port,
-                                    timeout=self._connect_timeout)
-        if uri.scheme == b"https":
-            endpoint = wrapClientTLS(self._tls_policy.creatorForNetloc(uri.host, uri.port),
-                                     endpoint)
+        endpoint = self._factory.endpoint(uri.scheme, uri.host, uri.port, policy)
         if len(self._cache) >= self.MAX_ENTRIES:
             self._cache.clear()
         self._cache[key] = endpoint
@@ -142,8 +150,8 @@ class _Target:
     """What ``Agent.request`` derives from one URL, derived once."""
 
     uri: URI
-    #: the connection pool's key: (scheme, host, port)
-    key: tuple[bytes, bytes, int]
+    #: the connection pool's key: (scheme, host, port, policy number)
+    key: tuple[bytes, bytes, int, int]
     endpoint: IStreamClientEndpoint
     #: the request line's target (path and query)
     path: bytes
@@ -159,15 +167,20 @@ class UpstreamClient:
 
     def __init__(self, reactor: Any, *, clock: Any = None, max_persistent_per_host: int = 64,
                  max_concurrent_per_host: int | None = None, connect_timeout: float = 10,
-                 cached_connection_timeout: float = 240, tls_policy: Any = None) -> None:
+                 cached_connection_timeout: float = 240, tls_policy: Any = None,
+                 policy: LivePolicy | None = None, vetter: AddressVetter | None = None
+                 ) -> None:
         self._clock = clock if clock is not None else reactor
         self._pool = HTTPConnectionPool(reactor, persistent=True)
         self._pool.maxPersistentPerHost = max_persistent_per_host
         self._pool.cachedConnectionTimeout = cached_connection_timeout  # type: ignore[assignment]
-        endpoints = _CachedEndpoints(reactor, tls_policy or BrowserLikePolicyForHTTPS(),
-                                     connect_timeout)
-        self._endpoints = endpoints
-        self._agent = Agent.usingEndpointFactory(reactor, endpoints, pool=self._pool)
+        #: None: no SSRF policy (protection off), but connections still go to checked addresses
+        self._policy = policy
+        factory = GuardedEndpointFactory(
+            reactor, vetter=vetter if vetter is not None else AddressVetter(reactor, self._clock),
+            tls_policy=tls_policy or BrowserLikePolicyForHTTPS(), connect_timeout=connect_timeout)
+        self._endpoints = _CachedEndpoints(factory)
+        self._agent = Agent.usingEndpointFactory(reactor, factory, pool=self._pool)
         self._targets: dict[bytes, _Target] = {}
         self._max_concurrent = max_concurrent_per_host
         self._slots: dict[tuple[bytes, bytes, int], DeferredSemaphore] = {}
@@ -229,24 +242,30 @@ class UpstreamClient:
         return outcome
 
     def _target(self, url: bytes) -> _Target:
-        """The cached ``_Target`` of ``url``; raises for a URL ``Agent.request`` would refuse."""
+        """The cached ``_Target`` of ``url`` under the current SSRF policy; raises for a URL
+        ``Agent.request`` would refuse."""
+        generation, policy = (0, OPEN_POLICY) if self._policy is None else self._policy.current()
         target = self._targets.get(url)
-        if target is not None:
+        if target is not None and target.key[3] == generation:
             return target
         uri = URI.fromBytes(_ensureValidURI(url.strip()))
-        endpoint = self._endpoints.endpointForURI(uri)
-        target = _Target(uri, (uri.scheme, uri.host, uri.port), endpoint, uri.originForm,
+        if uri.scheme not in (b"http", b"https"):
+            raise ValueError(f"unsupported upstream scheme {uri.scheme!r}")
+        endpoint = self._endpoints.endpoint(uri, generation, policy)
+        target = _Target(uri, (uri.scheme, uri.host, uri.port, generation), endpoint,
+                         uri.originForm,
                          self._agent._computeHostValue(uri.scheme, uri.host, uri.port))
         if len(self._targets) >= self.MAX_TARGETS:
             self._targets.clear()
         self._targets[url] = target
         return target
 
-    def _slot(self, key: tuple[bytes, bytes, int]) -> DeferredSemaphore:
-        semaphore = self._slots.get(key)
+    def _slot(self, key: tuple[bytes, bytes, int, int]) -> DeferredSemaphore:
+        slot_key = (key[0], key[1], key[2])  # one limit per host, whatever the policy
+        semaphore = self._slots.get(slot_key)
         if semaphore is None:
             assert self._max_concurrent is not None
-            semaphore = self._slots[key] = DeferredSemaphore(self._max_concurrent)
+            semaphore = self._slots[slot_key] = DeferredSemaphore(self._max_concurrent)
         return semaphore
 
     def _send(self, method: bytes, target: _Target, headers: Headers,
@@ -281,6 +300,9 @@ class UpstreamClient:
                 return Failure(UpstreamTimeout("first_byte", timeout))
             if failure.check(CancelledError):
                 return failure
+            refused = refusal_of(failure.value)
+            if refused is not None:
+                return Failure(UpstreamBlocked(str(refused)))
             return Failure(UpstreamUnavailable(_describe(failure)))
 
         return sent.addCallbacks(got, failed)

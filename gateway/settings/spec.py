@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import orjson
 
+from gateway.net_policy import UnsafeUrl, plain_host_url
+
 Kind = Literal["bool", "text", "json"]
 
 TRUE_WORDS = frozenset({"1", "true", "yes", "on", "enabled"})
@@ -152,7 +154,11 @@ def http_url(key: str) -> Check:
     def check(text: str) -> str:
         if text and not is_http_url(text):
             raise SettingError(key, f"{key} must be an http(s) URL")
-        return text
+        try:
+            # odd host spellings (IDNA dots, percent-encoding) are normalised or refused
+            return plain_host_url(text) if text else text
+        except UnsafeUrl as exc:
+            raise SettingError(key, f"{key}: {exc}") from None
 
     return check
 

@@ -7,10 +7,12 @@ headers *and* body, a cap on how much body is read, and errors as one exception 
 short message that is safe to show an admin.
 
 The URL policy (SSRF guard): callers run ``gateway.net_policy.check_url`` on the URL first
-(scheme, literal addresses, metadata names).  Given the ``policy`` as well, ``fetch`` resolves
-the host itself, checks the *resolved* address with ``check_address`` and connects to exactly
-that address (TLS still verifies the original host name), so a name that resolves to a private
-or metadata address -- or changes its answer between check and connect -- is refused.
+(scheme, literal addresses, metadata names).  Every connection then goes through the
+outbound-safety connector (``gateway.channels.safe_connect``) under ``policy``: it resolves the
+host once, checks *every* resolved address and connects to exactly a checked one (TLS still
+verifies the original host name), so a name that resolves to a private or metadata address --
+or changes its answer between check and connect -- is refused (``FetchRefused``).  Without a
+policy (protection off) the connector still connects only to the addresses it resolved.
 """
 
 from __future__ import annotations
@@ -19,16 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
-from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.python.failure import Failure
-from twisted.web.client import URI, Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
+from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IAgentEndpointFactory, IResponse
-from zope.interface import implementer
+from twisted.web.iweb import IResponse
 
 from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
-from gateway.net_policy import UnsafeUrl, UrlPolicy, check_address, literal_address
+from gateway.channels.safe_connect import (
+    OPEN_POLICY,
+    AddressVetter,
+    GuardedEndpointFactory,
+    refusal_of,
+)
+from gateway.net_policy import UrlPolicy
 
 USER_AGENT = b"Lockgate/1.0 (+sync; status)"
 MAX_MESSAGE = 500
@@ -38,45 +43,20 @@ class FetchError(Exception):
     """The request failed (connect, timeout, body too large, ...); the text says how."""
 
 
+class FetchRefused(FetchError):
+    """Our own SSRF policy refused the connection (the host resolves to a refused address):
+    a configuration problem, not an unreachable upstream.  Nothing was sent."""
+
+
 @dataclass(frozen=True)
 class Fetched:
     status: int
     body: bytes
 
 
-@implementer(IAgentEndpointFactory)
-class _Pinned:
-    """Connects to one already-checked address, whatever the URL's host resolves to now."""
-
-    def __init__(self, reactor: Any, address: str, timeout: float) -> None:
-        self._reactor = reactor
-        self._address = address
-        self._timeout = timeout
-        self._tls = BrowserLikePolicyForHTTPS()
-
-    def endpointForURI(self, uri: URI) -> IStreamClientEndpoint:
-        endpoint: IStreamClientEndpoint = HostnameEndpoint(
-            self._reactor, self._address.encode("ascii"), uri.port, timeout=self._timeout)
-        if uri.scheme == b"https":
-            endpoint = wrapClientTLS(self._tls.creatorForNetloc(uri.host, uri.port), endpoint)
-        return endpoint
-
-
-async def checked_address(reactor: Any, host: str, policy: UrlPolicy) -> str:
-    """The address to connect to for ``host``, after the policy's connect-time check."""
-    literal = literal_address(host)
-    if literal is not None:
-        address = str(literal)
-    else:
-        try:
-            address = await reactor.resolve(host)
-        except Exception:
-            raise FetchError(_short(f"cannot resolve {host}")) from None
-    try:
-        check_address(host, address, policy)
-    except UnsafeUrl as exc:
-        raise FetchError(f"unsafe address for {host}: {exc}") from None
-    return address
+def _header_safe(text: str) -> bool:
+    """Printable ASCII only: what every upstream parses the same way."""
+    return all(32 <= ord(ch) < 127 for ch in text)
 
 
 def _short(text: str) -> str:
@@ -109,7 +89,9 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
     pool = HTTPConnectionPool(reactor, persistent=False)
     all_headers = Headers({b"user-agent": [USER_AGENT]})
     for name, value in (headers or {}).items():
-        all_headers.setRawHeaders(name.encode("latin-1"), [value.encode("latin-1")])
+        if not (_header_safe(name) and _header_safe(value)):
+            raise FetchError(f"header {name} holds characters a header cannot carry")
+        all_headers.setRawHeaders(name.encode("ascii"), [value.encode("ascii")])
     expired: list[bool] = []
     current: dict[str, Any] = {}
 
@@ -122,18 +104,10 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
 
     timer = clock.callLater(timeout, expire)
     try:
-        if policy is None:
-            agent = Agent(reactor, connectTimeout=timeout, pool=pool)
-        else:
-            try:
-                host = URI.fromBytes(url.encode("ascii")).host.decode("ascii").strip("[]")
-            except Exception as exc:
-                raise FetchError(_short(f"bad URL: {exc}")) from None
-            address = await checked_address(reactor, host, policy)
-            if expired:
-                raise FetchError(f"timeout after {timeout:g}s")
-            agent = Agent.usingEndpointFactory(reactor, _Pinned(reactor, address, timeout),
-                                               pool=pool)
+        endpoints = GuardedEndpointFactory(reactor, policy or OPEN_POLICY,
+                                           vetter=AddressVetter(reactor, clock),
+                                           connect_timeout=timeout)
+        agent = Agent.usingEndpointFactory(reactor, endpoints, pool=pool)
         try:
             sent: Deferred[IResponse] = agent.request(method.encode("ascii"),
                                                       url.encode("ascii"), all_headers, None)
@@ -148,6 +122,9 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
                 raise FetchError(f"timeout after {timeout:g}s") from None
             if _cancelled(failure):
                 raise CancelledError() from None  # our caller cancelled: not a fetch failure
+            refused = refusal_of(failure.value)
+            if refused is not None:
+                raise FetchRefused(_short(f"unsafe address for {refused}")) from None
             raise FetchError(_short(describe(failure))) from None
         response = UpstreamResponse(raw, clock)
         current["response"] = response

@@ -22,7 +22,7 @@ from gateway.billing.cost import Cost
 from gateway.call import GatewayCall, guard_url, reserve_or_refuse, upstream_header
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channel_types import normalise_channel_type
-from gateway.channels.http import BodyTooLarge, UpstreamError
+from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError
 from gateway.context import GatewayContext
 from gateway.metering import Priced
 from gateway.request_io import read_body, write_json_bytes
@@ -134,6 +134,8 @@ class TaskCall(GatewayCall):
             first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending
+        except UpstreamBlocked:
+            raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
             self.ctx.health.record_failure(channel.id, str(exc), None)
             raise errors.upstream_failed() from None

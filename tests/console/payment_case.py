@@ -46,7 +46,9 @@ class PaymentCase(AppTestCase):
             "payment_enabled": "true", "payment_gateway_provider": "stripe",
             "payment_official_currency": "USD", "payment_stripe_base_url": self.stripe.base_url,
             "payment_stripe_secret_key": STRIPE_KEY,
-            "payment_stripe_webhook_secret": STRIPE_WEBHOOK, **extra})
+            "payment_stripe_webhook_secret": STRIPE_WEBHOOK,
+            # the fake Stripe API lives on loopback, which the SSRF policy refuses by default
+            "ssrf_allow_private_networks": "true", **extra})
 
     async def use_both(self) -> None:
         """Two channels: EPay (alipay) and Stripe (USD)."""
@@ -58,7 +60,7 @@ class PaymentCase(AppTestCase):
              "methods": ["stripe"], "currency": "USD", "config": {
                  "stripe_base_url": self.stripe.base_url, "stripe_secret_key": STRIPE_KEY,
                  "stripe_webhook_secret": STRIPE_WEBHOOK}},
-        ])
+        ], ssrf_allow_private_networks="true")
 
     async def user(self, name: str) -> str:
         if not getattr(self, "_admin", None):

@@ -16,6 +16,7 @@ from console.services.mailer import Mailer
 from gateway.store import schema
 from tests.support.app import AppTestCase
 from tests.support.captcha_server import GOOD_TOKEN, SECRET, CaptchaServer
+from tests.support.names import ScriptedNames
 from tests.support.smtp_server import SmtpServer
 
 FAILED = "hCaptcha verification failed"
@@ -69,6 +70,18 @@ class CaptchaTests(AppTestCase):
         ok = await self.signup(captcha_token=GOOD_TOKEN)
         assert ok.status == 200, ok
         assert await self.user_count() == 2
+
+    async def test_a_provider_name_resolving_to_loopback_is_refused_at_connect(self) -> None:
+        server = await self.start(ssrf_allow_private_networks="false")
+        ScriptedNames({"captcha.evil.example": [["127.0.0.1"]]}).install(self, reactor)
+        await self.save(hcaptcha_verify_url=server.url.replace("127.0.0.1",
+                                                               "captcha.evil.example"))
+        refused = await self.login(captcha_token=GOOD_TOKEN)
+        assert refused.status == 503, refused
+        assert server.provider.requests == []  # the secret never reached the listener
+        await self.save(ssrf_allow_private_networks="true")
+        assert (await self.login(captcha_token=GOOD_TOKEN)).status == 200
+        assert len(server.provider.requests) == 1
 
     async def test_captcha_off_means_no_provider_call(self) -> None:
         server = await self.start(password_hcaptcha_enabled="false")

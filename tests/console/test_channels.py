@@ -68,6 +68,32 @@ class ChannelTests(AdminCase):
         await self.ctx.live_settings.save({"ssrf_protection_enabled": "false"}, self.ctx.now())
         assert (await self.create(name="open", base_url="http://192.168.1.1"))["id"]
 
+    async def test_odd_host_spellings_are_refused_or_normalised(self) -> None:
+        for url in ("http://127\u30020\u30020\u30021:8080/v1", "http://127\uff0e0\uff0e0\uff0e1/",
+                    "http://%31%32%37.0.0.1/", "http://169.254.169.254.nip.io/latest",
+                    "http://10-0-0-1.sslip.io/v1", "http://app-7f000001.nip.io/"):
+            await self.assert_refused("POST", "/api/channels", {
+                "name": "odd", "type": "compat", "base_url": url}, 400, TABLES,
+                field="base_url")
+        refused = await self.api("POST", "/api/channels", {
+            "name": "odd", "type": "compat", "base_url": "http://127\u30020\u30020\u30021/"})
+        assert "ssrf_allow_private_networks" in refused.json()["error"]
+        # a real international name is stored in its ASCII form
+        idn = await self.create(name="idn", base_url="https://b\u00fccher.example/v1")
+        assert idn["base_url"] == "https://xn--bcher-kva.example/v1"
+        # public addresses spelled into names are fine
+        aws = await self.create(name="aws", base_url="https://ec2-54-1-2-3.compute.example/v1")
+        assert aws["id"]
+
+    async def test_header_unsafe_api_keys_are_refused(self) -> None:
+        channel = await self.create(api_key=KEY)
+        for key in ("sk-caf\u00e9", "sk-\u2603", "sk-a\x00b", "sk-a\x7fb", "sk-a\nb"):
+            await self.assert_refused("POST", "/api/channels", {
+                "name": "k", "type": "compat", "base_url": "https://a.example", "api_key": key},
+                400, TABLES, field="api_key")
+            await self.assert_refused("PUT", f"/api/channels/{channel['id']}", {"api_key": key},
+                                      400, TABLES, field="api_key")
+
     async def test_api_key_is_write_only_and_kept_on_blank(self) -> None:
         channel = await self.create(api_key=KEY)
         for body in ({"name": "renamed"}, {"api_key": ""}, {"api_key": "   "}):

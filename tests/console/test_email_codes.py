@@ -20,6 +20,7 @@ from console.services.mailer import Mailer, MailError
 from gateway.store import email_codes as store
 from gateway.store import schema
 from tests.support.app import AppTestCase
+from tests.support.names import ScriptedNames
 from tests.support.smtp_server import SmtpServer
 
 INVALID_CODE = "invalid or expired email verification code"
@@ -256,6 +257,22 @@ class MailerTransportTests(EmailCodeCase):
         await mailer.send(self.ctx.settings, "to@example.com", "Subject", "body 123456\n")
         return server
 
+    async def test_a_server_name_resolving_to_loopback_is_refused_at_connect(self) -> None:
+        ScriptedNames({"mail.evil.example": [["127.0.0.1"]]}).install(self, reactor)
+        server = SmtpServer(reactor, security="none", users=None)
+        server.start()
+        self.addCleanup(server.stop)
+        await self.save(**server.settings(smtp_host="mail.evil.example",
+                                          ssrf_allow_private_networks="false"))
+        mailer = Mailer(reactor, self.clock)
+        with self.assertRaises(MailError) as refused:
+            await mailer.send(self.ctx.settings, "to@example.com", "Subject", "body 123456\n")
+        assert "SSRF" in str(refused.exception) and "127.0.0.1" in str(refused.exception)
+        assert server.received == []
+        await self.save(ssrf_allow_private_networks="true")
+        await mailer.send(self.ctx.settings, "to@example.com", "Subject", "body 123456\n")
+        assert server.last_to("to@example.com").code() == "123456"
+
     async def test_implicit_tls(self) -> None:
         server = await self.send_with("tls", {"u": "p"})
         mail = server.last_to("to@example.com")
@@ -289,7 +306,8 @@ class MailerTransportTests(EmailCodeCase):
         silent: Any = reactor.listenTCP(0, factory, interface="127.0.0.1")
         self.addCleanup(silent.stopListening)
         await self.save(smtp_host="127.0.0.1", smtp_port=str(silent.getHost().port),
-                        smtp_security="none", smtp_from="a@example.com")
+                        smtp_security="none", smtp_from="a@example.com",
+                        ssrf_allow_private_networks="true")
         sending = Mailer(reactor, self.clock, timeout=5).send(
             self.ctx.settings, "to@example.com", "s", "t")
         d = Deferred.fromCoroutine(sending)

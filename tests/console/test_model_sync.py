@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select
+from twisted.internet import reactor
 
 from gateway.store import schema
 from tests.support.app import AppTestCase
 from tests.support.catalog_fixtures import CatalogBuilder
+from tests.support.names import ScriptedNames
 from tests.support.scripted_upstream import ScriptedUpstream
 
 LIST = {"object": "list", "data": [{"id": "gpt-4o"}, {"id": "fast-small"}, {"id": "gpt-4o"}]}
@@ -107,7 +109,7 @@ class ModelSyncPreviewTests(SyncCase):
         self.up.answer("/models", 200, "<html>")
         before = await self.snapshot()
         response = await self.post("/api/models/sync/preview", {"channel_id": self.channel})
-        self.assertEqual(response.status, 500)
+        self.assertEqual(response.status, 502)
         message = response.json()["error"]
         self.assertIn("/v1/models: HTTP 500", message)
         self.assertIn("/models:", message)
@@ -123,7 +125,7 @@ class ModelSyncPreviewTests(SyncCase):
         channel = await self.build.channel(self.uc, "dead", base_url=dead_url)
         response = await self.post("/api/models/sync/preview", {
             "channel_id": channel, "format": "compat"})
-        self.assertEqual(response.status, 500)
+        self.assertEqual(response.status, 502)
         self.assertIn("/v1/models:", response.json()["error"])
 
     async def test_custom_full_url_never_takes_the_key_to_another_host(self) -> None:
@@ -166,9 +168,33 @@ class ModelSyncPreviewTests(SyncCase):
         self.up.answer("/v1/models", 200, LIST)
         response = await self.post("/api/models/sync/preview", {
             "channel_id": self.channel, "format": "compat"})
-        self.assertEqual(response.status, 500)
+        self.assertEqual(response.status, 400)
         self.assertIn("unsafe upstream URL", response.json()["error"])
+        self.assertIn("ssrf_allow_private_networks", response.json()["error"])
         self.assertEqual(self.up.requests, [])
+
+    async def test_a_name_resolving_to_loopback_is_refused_at_connect_with_400(self) -> None:
+        await self.prepare(allow_private=False)
+        ScriptedNames({"models.evil.example": [["127.0.0.1"]]}).install(self, reactor)
+        self.up.answer("/v1/models", 200, LIST)
+        channel = await self.build.channel(
+            self.uc, "named", base_url=f"http://models.evil.example:{self.up.port}",
+            api_key="sk-upstream-secret")
+        for path, body in (("/api/models/sync/preview", {"channel_id": channel}),
+                           ("/api/models/prices/sync/preview", {"channel_id": channel})):
+            response = await self.post(path, body)
+            self.assertEqual(response.status, 400, response)
+            error = response.json()["error"]
+            self.assertIn("127.0.0.1", error)
+            self.assertIn("ssrf_allow_private_networks", error)
+        self.assertEqual(self.up.requests, [])
+        # allowed by the policy, the same name is read (the connector is not in the way)
+        await self.ctx.live_settings.save({"ssrf_allow_private_networks": "true"},
+                                          self.ctx.now())
+        response = await self.post("/api/models/sync/preview", {"channel_id": channel})
+        self.assertEqual(response.status, 200, response)
+        self.assertEqual(self.up.requests[0].headers["host"],
+                         f"models.evil.example:{self.up.port}")
 
     async def test_browser_preview_makes_no_request(self) -> None:
         await self.prepare()
@@ -291,6 +317,23 @@ class ModelSyncAllTests(SyncCase):
         self.assertEqual(response.status, 200)
         self.assertEqual({r["channel_id"]: r["created"] for r in response.json()["results"]},
                          {self.channel: 0, bad: 0})
+
+
+    async def test_one_channel_with_an_unsendable_key_does_not_break_the_others(self) -> None:
+        await self.prepare()
+        self.up.answer("/v1/models", 200, LIST)
+        other = self.upstream()
+        other.answer("/v1/models", 200, ["other-model"])
+        # stored before keys were checked on save (or by an import of old data)
+        broken = await self.build.channel(self.uc, "broken", base_url=other.base_url,
+                                          api_key="sk-\u2603\x00")
+        response = await self.post("/api/models/sync", {})
+        self.assertEqual(response.status, 200, response)
+        results = {r["channel_id"]: r for r in response.json()["results"]}
+        self.assertEqual((results[self.channel]["created"], results[self.channel]["updated"]),
+                         (2, 0))
+        self.assertIn("error", results[broken])
+        self.assertEqual(other.requests, [])  # nothing was sent with a mangled key
 
 
 class PostgresModelSyncApplyTests(ModelSyncApplyTests):

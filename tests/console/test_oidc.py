@@ -58,7 +58,9 @@ class OidcCase(AppTestCase):
     async def configure(self, **extra: str) -> None:
         rows = {"oidc_enabled": "true", "oidc_issuer": self.issuer,
                 "oidc_client_id": CLIENT_ID, "oidc_client_secret": CLIENT_SECRET,
-                "base_url": self.base}
+                "base_url": self.base,
+                # the fake provider lives on loopback, which the SSRF policy refuses by default
+                "ssrf_allow_private_networks": "true"}
         rows.update(extra)
         await self.ctx.live_settings.save(rows, self.ctx.now())
         await self.knobs(now=int(self.clock.seconds()))

@@ -81,7 +81,7 @@ class PriceSyncTests(SyncCase):
         before = await self.snapshot()
         response = await self.post("/api/models/prices/sync/preview",
                                    {"channel_id": self.channel})
-        self.assertEqual(response.status, 500)
+        self.assertEqual(response.status, 502)
         self.assertIn("/api/pricing: HTTP 404", response.json()["error"])
         self.up.answer("/api/pricing", 200, {"success": True, "data": []})
         self.up.answer("/api/prices", 200, {"success": True, "data": []})

@@ -123,6 +123,19 @@ class SettingsUpdateTests(SettingsTestCase):
         assert await self.stored() == before
         assert self.ctx.settings.text("site_name") == "Lockgate"
 
+    async def test_outbound_urls_with_odd_host_spellings(self) -> None:
+        token = await self.admin()
+        before = await self.stored()
+        for key in ("oidc_issuer", "hcaptcha_verify_url", "payment_stripe_base_url",
+                    "auto_update_release_url"):
+            response = await self.put(token, {key: "http://%31%32%37.0.0.1/"})
+            assert response.status == 400, response
+            assert response.json()["field"] == key
+        assert await self.stored() == before
+        response = await self.put(token, {"oidc_issuer": "http://127\u30020\u30020\u30021:9/x"})
+        assert response.status == 200, response
+        assert (await self.stored())["oidc_issuer"] == "http://127.0.0.1:9/x"
+
     async def test_unknown_key_is_refused_by_name(self) -> None:
         token = await self.admin()
         before = await self.stored()

@@ -7,10 +7,12 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select
+from twisted.internet import reactor
 
 from gateway.store import schema
 from tests.support.app import AppTestCase
 from tests.support.catalog_fixtures import CatalogBuilder
+from tests.support.names import ScriptedNames
 from tests.support.scripted_upstream import ScriptedUpstream
 
 MODELS = {"data": [{"id": "m"}]}
@@ -128,6 +130,18 @@ class ChannelProbeTests(AppTestCase):
         row = await self.row(disabled)
         self.assertEqual(row["last_health_status"], "up")
         self.assertIsNotNone(row["auto_disabled_at"])
+
+    async def test_a_name_resolving_to_loopback_is_refused_at_connect(self) -> None:
+        await self.prepare(reliability_auto_detect_upstream_enabled="true",
+                           ssrf_allow_private_networks="false")
+        names = ScriptedNames({"probe.evil.example": [["127.0.0.1"]]}).install(self, reactor)
+        self.up.answer("/v1/models", 200, MODELS)
+        named = await self.channel("named", disabled_ago=None,
+                                   base_url=f"http://probe.evil.example:{self.up.port}")
+        await self.round()
+        self.assertEqual((await self.row(named))["last_health_status"], "down")
+        self.assertEqual(self.up.requests, [])  # the key never reached the listener
+        self.assertIn("probe.evil.example", names.asked)
 
     async def test_probe_timeout_uses_the_setting(self) -> None:
         await self.prepare(reliability_auto_recover_enabled="true",

@@ -17,6 +17,7 @@ from gateway.net_policy import UrlPolicy
 from gateway.store import monitors as store
 from gateway.sync.fetch import FetchError, fetch
 from tests.support.app import AppTestCase
+from tests.support.names import ScriptedNames
 from tests.support.scripted_upstream import ScriptedUpstream
 
 OPEN = UrlPolicy.from_entries(allow_private=True)
@@ -135,6 +136,21 @@ class CheckTests(TestCase):
         outcome = await self.check(url)
         self.assertEqual(outcome.status, "up")
         self.assertEqual(self.up.requests[0].headers["host"], f"{name}:{self.up.port}")
+
+    async def test_scripted_name_resolving_to_loopback_is_refused_at_connect(self) -> None:
+        names = ScriptedNames({"mon.evil.example": [["127.0.0.1"]]}).install(self, reactor)
+        self.up.answer("/ok", 200, {})
+        strict = UrlPolicy.from_entries()
+        url = f"http://mon.evil.example:{self.up.port}/ok"
+        for check_type, target in (("http", url), ("tcp", f"mon.evil.example:{self.up.port}")):
+            outcome = await run_check(reactor, self.clock, monitor(target, check_type=check_type),
+                                      strict)
+            self.assertEqual(outcome.status, "down")
+            self.assertIn("unsafe address", outcome.message)
+            self.assertIn("127.0.0.1", outcome.message)
+        self.assertEqual(self.up.requests, [])
+        self.assertEqual(names.asked, ["mon.evil.example", "mon.evil.example"])
+        self.assertEqual((await self.check(url)).status, "up")
 
     async def test_tcp_open_and_closed_ports(self) -> None:
         factory = Factory.forProtocol(Protocol)

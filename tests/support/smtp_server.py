@@ -219,6 +219,8 @@ class SmtpServer:
             "smtp_host": "localhost", "smtp_port": str(self.port.getHost().port),
             "smtp_security": self.security, "smtp_from": "Lockgate <no-reply@example.com>",
             "smtp_username": "", "smtp_password": "",
+            # the server lives on loopback, which the SSRF policy refuses by default
+            "ssrf_allow_private_networks": "true",
         }
         if self.users:
             name, secret = next(iter(self.users.items()))
