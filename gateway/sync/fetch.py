@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.python.failure import Failure
 from twisted.web.client import URI, Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IAgentEndpointFactory, IResponse
+from twisted.web.iweb import IAgentEndpointFactory, IBodyProducer, IResponse
 from zope.interface import implementer
 
 from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
@@ -36,6 +36,28 @@ MAX_MESSAGE = 500
 
 class FetchError(Exception):
     """The request failed (connect, timeout, body too large, ...); the text says how."""
+
+
+@implementer(IBodyProducer)
+class _Bytes:
+    """A small request body written in one go (no cooperator, so no global reactor)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.length = len(data)
+
+    def startProducing(self, consumer: Any) -> Deferred[None]:
+        consumer.write(self._data)
+        return succeed(None)
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -99,12 +121,13 @@ def describe(failure: Failure) -> str:
 async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
                 headers: dict[str, str] | None = None, timeout: float = 10,
                 limit: int = 4 << 20, read_body: bool = True,
-                policy: UrlPolicy | None = None) -> Fetched:
+                policy: UrlPolicy | None = None, body: bytes | None = None) -> Fetched:
     """``method url``; fires with the status and (up to ``limit`` bytes of) body.
 
     Raises ``FetchError`` on any failure, including ``timeout`` seconds passing on ``clock``
     before the body is complete.  With ``read_body`` false the body is discarded unread and the
-    connection closed as soon as the headers arrived.
+    connection closed as soon as the headers arrived.  ``body`` (small) is sent as the request
+    body.
     """
     pool = HTTPConnectionPool(reactor, persistent=False)
     all_headers = Headers({b"user-agent": [USER_AGENT]})
@@ -136,7 +159,8 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
                                                pool=pool)
         try:
             sent: Deferred[IResponse] = agent.request(method.encode("ascii"),
-                                                      url.encode("ascii"), all_headers, None)
+                                                      url.encode("ascii"), all_headers,
+                                                      None if body is None else _Bytes(body))
         except Exception as exc:  # malformed URL
             raise FetchError(_short(f"bad URL: {exc}")) from None
         current["request"] = sent
