@@ -10,7 +10,9 @@ function Brand() {
 }
 
 export function Layout({ children }: { children: ComponentChildren }) {
-  const { user, signOut } = useSession();
+  const { user, signOut, settings } = useSession();
+  const pages = [...USER_PAGES, ...PUBLIC_PAGES].filter(
+    (p) => p.path !== "/status" || settings.status_page_enabled !== false);
   return (
     <div class="shell">
       <header class="top">
@@ -20,7 +22,7 @@ export function Layout({ children }: { children: ComponentChildren }) {
       </header>
       <nav aria-label="Main" class="side">
         <ul>
-          {[...USER_PAGES, ...PUBLIC_PAGES].map((p) => (
+          {pages.map((p) => (
             <li key={p.path}><Link href={p.path}>{p.title}</Link></li>
           ))}
         </ul>
