@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -37,7 +39,8 @@ class BuildFreshnessTests(TestCase):
 
     def test_hash_changes_with_any_source(self) -> None:
         script = hash_script()
-        web = Path(self.mktemp())
+        web = Path(tempfile.mkdtemp(prefix="lockgate-web-hash-"))
+        self.addCleanup(shutil.rmtree, web, True)
         (web / "src").mkdir(parents=True)
         (web / "node_modules").mkdir()
         (web / "src" / "main.tsx").write_text("export {};\n")
