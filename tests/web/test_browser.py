@@ -303,3 +303,37 @@ class ConsoleFlowTests(BrowserCase):
         page.reload()
         expect(page.get_by_role("button", name="Sign in")).to_be_enabled()
         assert time.monotonic() - started < 5
+
+    def test_session_token_fragment_401_and_error_texts(self) -> None:
+        """W7: ``#token=`` adopted and removed, ``#error=`` shown, any 401 ends the session;
+        W8: an unreachable server and a non-JSON error each have their text."""
+        token = self.server.call("POST", "/auth/password/login", {
+            "identifier": ADMIN["username"], "password": ADMIN["password"]})["token"]
+        watched = self.watched()
+        page = watched.page
+        page.goto(f"{self.server.base}/dashboard#token={token}")
+        expect(page.get_by_role("heading", level=1, name="Dashboard")).to_be_visible()
+        assert page.url == self.server.base + "/dashboard", page.url
+        assert page.evaluate("Object.values(localStorage)") == [token]
+
+        page.route("**/api/user/stats", lambda route: route.abort())
+        page.reload()
+        expect(page.get_by_role("alert")).to_have_text("Cannot reach the server")
+        page.unroute("**/api/user/stats")
+        page.route("**/api/user/stats", lambda route: route.fulfill(
+            status=502, content_type="text/html", body="<h1>Bad gateway</h1>"))
+        page.reload()
+        expect(page.get_by_role("alert")).to_have_text("Request failed (502)")
+        page.unroute("**/api/user/stats")
+
+        page.evaluate("localStorage.setItem(Object.keys(localStorage)[0], 'not-a-token')")
+        page.get_by_role("link", name="API keys").click()
+        expect(page.get_by_role("heading", level=1, name="Sign in")).to_be_visible()
+        assert page.evaluate("localStorage.length") == 0
+
+        page.goto("about:blank")  # a fresh load, as after the OIDC provider's redirect
+        page.goto(f"{self.server.base}/login#error=Access%20was%20denied")
+        expect(page.get_by_role("alert")).to_have_text("Access was denied")
+        assert page.url == self.server.base + "/login", page.url
+        self.assert_clean(watched, allowed_errors=(REFUSED_401, "net::ERR_FAILED",
+                                                   "status of 502"))

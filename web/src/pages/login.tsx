@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import { api, errorText } from "../api";
 import { useAction } from "../data";
+import { Captcha } from "../captcha";
 import { getAssertion } from "../passkey";
 import { useSession } from "../session";
 import type { User } from "../session";
@@ -24,20 +25,24 @@ export function LoginPage({ initialError }: { initialError: string | null }) {
   const [identifier, setIdentifier] = useState("");
   const [password, setPassword] = useState("");
   const [agreed, setAgreed] = useState(false);
+  const [captchaToken, setCaptchaToken] = useState("");
+  // "/login#error=<text>" (W7) is shown until the next attempt
+  const [fragmentError, setFragmentError] = useState(initialError);
   const action = useAction();
-  if (initialError && action.error === null && !action.busy && identifier === "") {
-    action.setError(initialError);
-  }
   const agreement = Boolean(settings.auth_agreement_required);
+  const captcha = Boolean(settings.password_hcaptcha_enabled && settings.hcaptcha_site_key);
   const submit = async (event: Event) => {
     event.preventDefault();
+    setFragmentError(null);
     const body: Record<string, unknown> = { identifier, password };
     if (agreement) body.agreement_accepted = agreed;
+    if (captcha) body.captcha_token = captchaToken;
     const done = await action.run(() =>
       api<{ token: string; user: User }>("POST", "/auth/password/login", body));
     if (done) signIn(done.token, done.user);
   };
   const passkey = async () => {
+    setFragmentError(null);
     await action.run(async () => {
       const options = await api<any>("POST", "/auth/passkey/login/options", {});
       let credential: unknown;
@@ -67,13 +72,17 @@ export function LoginPage({ initialError }: { initialError: string | null }) {
               onChange={(e) => setAgreed((e.target as HTMLInputElement).checked)} />
             <label for="agree">
               I agree to the{" "}
-              <a href={String(settings.terms_url || settings.user_agreement_url || "/terms")}>
+              <a href={String(settings.terms_url || "/terms")}>
                 terms of service</a>{" "}and the{" "}
               <a href={String(settings.privacy_url || "/privacy")}>privacy policy</a>
             </label>
           </div>
         )}
-        <Alert error={action.error} />
+        {captcha && (
+          <Captcha siteKey={String(settings.hcaptcha_site_key)} onToken={setCaptchaToken}
+            onError={action.setError} />
+        )}
+        <Alert error={action.error ?? fragmentError} />
         <button type="submit" class="primary" disabled={action.busy}>Sign in</button>
       </form>
       <div class="alt-signin">

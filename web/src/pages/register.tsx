@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import { api } from "../api";
 import { useAction } from "../data";
+import { Captcha } from "../captcha";
 import { useSession } from "../session";
 import type { User } from "../session";
 import { Alert, Field, Link } from "../ui";
@@ -15,6 +16,9 @@ export function RegisterPage() {
   const referral = new URLSearchParams(location.search).get("ref") || "";
   const action = useAction();
   const needsCode = Boolean(settings.email_verification_required);
+  const [captchaToken, setCaptchaToken] = useState("");
+  const [agreed, setAgreed] = useState(false);
+  const captcha = Boolean(settings.password_hcaptcha_enabled && settings.hcaptcha_site_key);
   if (!settings.registration_enabled) {
     return (
       <>
@@ -34,7 +38,8 @@ export function RegisterPage() {
     const body: Record<string, unknown> = { username, email, password };
     if (needsCode) body.email_code = code;
     if (referral) body.referral_code = referral;
-    if (settings.auth_agreement_required) body.agreement_accepted = true;
+    if (settings.auth_agreement_required) body.agreement_accepted = agreed;
+    if (captcha) body.captcha_token = captchaToken;
     const done = await action.run(() =>
       api<{ token: string; user: User }>("POST", "/auth/password/register", body));
     if (done) signIn(done.token, done.user);
@@ -54,6 +59,22 @@ export function RegisterPage() {
           </div>
         )}
         {referral && <p>Referral code: {referral}</p>}
+        {settings.auth_agreement_required && (
+          <div class="field check">
+            <input id="agree" type="checkbox" checked={agreed}
+              onChange={(e) => setAgreed((e.target as HTMLInputElement).checked)} />
+            <label for="agree">
+              I agree to the{" "}
+              <a href={String(settings.terms_url || "/terms")}>
+                terms of service</a>{" "}and the{" "}
+              <a href={String(settings.privacy_url || "/privacy")}>privacy policy</a>
+            </label>
+          </div>
+        )}
+        {captcha && (
+          <Captcha siteKey={String(settings.hcaptcha_site_key)} onToken={setCaptchaToken}
+            onError={action.setError} />
+        )}
         <Alert error={action.error} />
         <button type="submit" class="primary" disabled={action.busy}>Create account</button>
       </form>
