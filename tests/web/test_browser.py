@@ -253,7 +253,31 @@ class ConsoleFlowTests(BrowserCase):
         page.get_by_label("Model").fill("no-such-model")
         page.get_by_role("button", name="Apply filters").click()
         expect(page.get_by_text("No usage logs")).to_be_visible()
-        self.assert_clean(watched)
+
+        # rotation shows the new plaintext once; the old secret stops working (W10)
+        page.get_by_role("link", name="API keys").click()
+        row = page.get_by_role("row").filter(has_text="laptop")
+        row.get_by_role("button", name="Rotate").click()
+        page.get_by_role("dialog", name="Rotate key").get_by_role(
+            "button", name="Rotate").click()
+        created = page.get_by_role("dialog", name="API key created")
+        rotated = created.get_by_role("textbox", name="New API key").input_value()
+        assert rotated.startswith("sk-") and rotated != secret
+        created.get_by_role("button", name="Done").click()
+        with self.assertRaises(openai.AuthenticationError):
+            client.chat.completions.create(
+                model="ui-model", messages=[{"role": "user", "content": "again"}])
+        row.get_by_role("button", name="Disable").click()
+        expect(row.get_by_role("button", name="Enable")).to_be_visible()
+        expect(row.get_by_role("cell", name="Disabled", exact=True)).to_be_visible()
+
+        # a non-admin opening an admin page sees the API's 403 text
+        status, body = self.server.process.request("GET", "/api/channels", token=page.evaluate(
+            "Object.values(localStorage)[0]"))
+        assert status == 403, (status, body)
+        page.goto(self.server.base + "/admin/channels")
+        expect(page.get_by_role("alert")).to_have_text(body["error"])
+        self.assert_clean(watched, allowed_errors=("status of 403",))
 
     def test_every_page_renders_without_errors_or_foreign_requests(self) -> None:
         watched = self.watched()
