@@ -361,3 +361,45 @@ class ConsoleFlowTests(BrowserCase):
         assert page.url == self.server.base + "/login", page.url
         self.assert_clean(watched, allowed_errors=(REFUSED_401, "net::ERR_FAILED",
                                                    "status of 502"))
+
+    def test_admin_records_through_dialogs(self) -> None:
+        """The list-and-dialog admin pages: create, see it listed without a reload, delete
+        after a confirmation whose button repeats the action; an announcement reaches the
+        dashboard."""
+        watched = self.watched()
+        page = watched.page
+        self.sign_in(watched, ADMIN["username"], ADMIN["password"])
+        page.get_by_role("link", name="Groups").click()
+        page.get_by_role("button", name="Add group").click()
+        dialog = page.get_by_role("dialog", name="Add group")
+        dialog.get_by_label("Name").fill("vip")
+        dialog.get_by_label("Multiplier").fill("0.75")
+        dialog.get_by_role("button", name="Save").click()
+        row = page.get_by_role("row").filter(has_text="vip")
+        expect(row.get_by_role("cell", name="0.75")).to_be_visible()
+        expect(page.get_by_role("status").filter(has_text="Group saved")).to_be_visible()
+        row.get_by_role("button", name="Delete").click()
+        confirm = page.get_by_role("dialog", name="Delete group")
+        confirm.get_by_role("button", name="Delete").click()
+        expect(row).to_have_count(0)
+
+        page.get_by_role("link", name="Announcements").click()
+        expect(page.get_by_text("No announcements yet")).to_be_visible()
+        page.get_by_role("button", name="Add announcement").click()
+        dialog = page.get_by_role("dialog", name="Add announcement")
+        dialog.get_by_label("Title").fill("Maintenance tonight")
+        dialog.get_by_label("Content").fill("The gateway restarts at 22:00 UTC.")
+        dialog.get_by_role("button", name="Save").click()
+        expect(page.get_by_role("cell", name="Maintenance tonight")).to_be_visible()
+        page.get_by_role("link", name="Dashboard").click()
+        expect(page.get_by_role("heading", name="Maintenance tonight")).to_be_visible()
+
+        page.get_by_role("link", name="Groups").click()
+        page.get_by_role("button", name="Add group").click()
+        dialog = page.get_by_role("dialog", name="Add group")
+        dialog.get_by_label("Multiplier").fill("-1")
+        dialog.get_by_role("button", name="Save").click()
+        expect(dialog.get_by_role("alert")).not_to_be_empty()
+        page.keyboard.press("Escape")
+        expect(dialog).to_be_hidden()
+        self.assert_clean(watched, allowed_errors=("status of 400",))

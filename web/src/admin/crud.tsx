@@ -10,7 +10,8 @@ import { Alert, Check, Confirm, Dialog, Empty, Field, Loading, Select, Table, Te
 export type FieldSpec = {
   key: string;
   label: string;
-  kind?: "text" | "number" | "bool" | "textarea" | "select";
+  /** ``number``: an integer sent as a JSON number; ``decimal``: money, sent as its string */
+  kind?: "text" | "number" | "decimal" | "bool" | "textarea" | "select";
   options?: Option[];
   /** shown only when creating (e.g. a batch count) */
   createOnly?: boolean;
@@ -55,8 +56,8 @@ function RecordDialog({ spec, row, onClose, onSaved }: { spec: CrudSpec; row: Ro
     const body: Record<string, unknown> = {};
     for (const f of fields) {
       const value = values[f.key];
-      if (f.kind === "number") {
-        if (value !== "") body[f.key] = Number(value);
+      if (f.kind === "number" || f.kind === "decimal") {
+        if (value !== "") body[f.key] = f.kind === "number" ? Number(value) : value;
       } else {
         body[f.key] = value;
       }
@@ -83,7 +84,8 @@ function RecordDialog({ spec, row, onClose, onSaved }: { spec: CrudSpec; row: Ro
             onValue={(v) => set(f.key, v)} />;
         }
         return <Field key={f.key} label={f.label} value={String(value)}
-          inputMode={f.kind === "number" ? "decimal" : undefined}
+          inputMode={f.kind === "number" ? "numeric" : f.kind === "decimal" ? "decimal"
+            : undefined}
           onValue={(v) => set(f.key, v)} />;
       })}
     </Dialog>

@@ -14,7 +14,7 @@ const USER_CHANNELS: CrudSpec = {
     { key: "name", label: "Name" },
     { key: "description", label: "Description", kind: "textarea" },
     { key: "routing_algorithm", label: "Routing algorithm", kind: "select", options: ALGORITHMS },
-    { key: "multiplier", label: "Multiplier", kind: "number", initial: "1" },
+    { key: "multiplier", label: "Multiplier", kind: "decimal", initial: "1" },
     { key: "rate_limit_enabled", label: "Rate limit enabled", kind: "bool", initial: false },
     { key: "rate_limit_requests_per_minute", label: "Requests per minute", kind: "number" },
     { key: "rate_limit_burst", label: "Burst", kind: "number" },
@@ -60,7 +60,7 @@ const GROUPS: CrudSpec = {
   title: "Groups", noun: "group", endpoint: "/api/groups", emptyText: "No groups yet",
   fields: [
     { key: "name", label: "Name" },
-    { key: "multiplier", label: "Multiplier", kind: "number", initial: "1" },
+    { key: "multiplier", label: "Multiplier", kind: "decimal", initial: "1" },
     { key: "is_default", label: "Default", kind: "bool", initial: false },
   ],
   columns: [{ title: "Name", key: "name" }, { title: "Multiplier", key: "multiplier" },
@@ -123,8 +123,8 @@ const PLANS: CrudSpec = {
   fields: [
     { key: "name", label: "Name" },
     { key: "description", label: "Description", kind: "textarea" },
-    { key: "price", label: "Price", kind: "number" },
-    { key: "reset_amount", label: "Reset amount", kind: "number" },
+    { key: "price", label: "Price", kind: "decimal" },
+    { key: "reset_amount", label: "Reset amount", kind: "decimal" },
     { key: "reset_interval_days", label: "Reset interval (days)", kind: "number" },
     { key: "duration_days", label: "Duration (days)", kind: "number" },
     { key: "purchasable", label: "Purchasable", kind: "bool" },
@@ -139,7 +139,7 @@ const REDEEM_CODES: CrudSpec = {
   title: "Redeem codes", noun: "redeem code", endpoint: "/api/redeem-codes",
   emptyText: "No redeem codes yet",
   fields: [
-    { key: "amount", label: "Amount", kind: "number" },
+    { key: "amount", label: "Amount", kind: "decimal" },
     { key: "count", label: "Count", kind: "number", initial: "1", createOnly: true },
     { key: "prefix", label: "Prefix", createOnly: true },
     { key: "max_uses", label: "Max uses", kind: "number", initial: "1" },
