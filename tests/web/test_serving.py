@@ -20,11 +20,12 @@ from tests.support.app import AppTestCase
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: https:; "
        "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
        "form-action 'self'; frame-ancestors 'none'")
-INDEX = (DIST / "index.html").read_bytes()
+def index_html() -> bytes:
+    return (DIST / "index.html").read_bytes()
 
 
 def asset_paths() -> list[str]:
-    return re.findall(r'(?:src|href)="(/assets/[^"]+)"', INDEX.decode())
+    return re.findall(r'(?:src|href)="(/assets/[^"]+)"', index_html().decode())
 
 
 class ConsolePageTests(AppTestCase):
@@ -33,7 +34,7 @@ class ConsolePageTests(AppTestCase):
                      "/some/deep/unknown/page", "/nope"):
             response = await self.call("GET", path)
             assert response.status == 200, (path, response)
-            assert response.body == INDEX, path
+            assert response.body == index_html(), path
             assert response.header("Content-Type") == "text/html; charset=utf-8"
             assert response.header("Cache-Control") == "no-cache"
             assert response.header("Content-Security-Policy") == CSP
@@ -41,7 +42,7 @@ class ConsolePageTests(AppTestCase):
             assert response.header("Referrer-Policy") == "same-origin"
 
     async def test_index_has_no_inline_script_or_remote_host(self) -> None:
-        html = INDEX.decode()
+        html = index_html().decode()
         scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
         assert scripts, html
         for attributes, body in scripts:
