@@ -1,5 +1,5 @@
-"""The root resource: health probes, the console mounts, the gateway prefixes, and the OpenAPI
-document of all of them."""
+"""The root resource: health probes, the console mounts, the gateway prefixes, the web
+console, and the OpenAPI document of the API."""
 
 from __future__ import annotations
 
@@ -12,21 +12,37 @@ from console.context import ConsoleContext
 from console.openapi.resource import OpenApiDocument
 from console.routes.updates import BUILD_VERSION
 from console.static import JsonNotFound
+from console.web.build import ConsoleBuild
+from console.web.resource import AssetDirectory, ConsolePage
 from tap.health import Healthz, Readyz
+
+#: first path segments that never fall through to the web console (contract W2/W3)
+RESERVED = frozenset({b"api", b"auth", b"v1", b"v1beta", b"assets", b"healthz", b"readyz",
+                      b"openapi.json", b"metrics"})
 
 
 class Root(Resource):
+    def __init__(self, console: Resource | None = None) -> None:
+        super().__init__()
+        self._console = console
+
     def getChild(self, path: bytes, request: Any) -> Resource:
+        if self._console is not None and path not in RESERVED:
+            return self._console
         return JsonNotFound()
 
     def render(self, request: Any) -> bytes:
+        if self._console is not None:
+            return self._console.render(request)
         return JsonNotFound().render(request)
 
 
 def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None) -> Resource:
-    root = Root()
+    build = ConsoleBuild.load()
+    root = Root(ConsolePage(build, lambda: ctx.settings))
     root.putChild(b"healthz", Healthz())
     root.putChild(b"readyz", Readyz(ctx.db, ctx.state))
+    root.putChild(b"assets", AssetDirectory(build))
     mount_console(root, ctx)
     for prefix, resource in (gateway or {}).items():
         root.putChild(prefix, resource)

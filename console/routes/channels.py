@@ -18,7 +18,7 @@ import orjson
 
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, not_found, read_json, read_object
-from console.services import catalog_tx
+from console.services import catalog_tx, channel_test
 from console.services.catalog_inputs import (
     config_values,
     model_reference,
@@ -29,11 +29,13 @@ from console.validation import MISSING, Body
 from gateway.billing.money import to_nanos
 from gateway.channel_types import PLUGIN_PREFIX, normalise_channel_type
 from gateway.cron import CronError, check_cron
+from gateway.invalidation import CATALOG
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url, header_safe
 from gateway.store import channel_models as config_store
 from gateway.store import channels as store
 
 PLUGIN_CONFIG_MAX = 65536
+NO_MODELS = "Channel has no models to test"
 
 
 def channel_values(body: Body, policy: UrlPolicy, *, creating: bool) -> dict[str, Any]:
@@ -186,3 +188,28 @@ class ChannelRoutes:
         cat = await catalog_tx.catalog(self.ctx)
         config = next(c for c in cat["configs"] if c["id"] == config_id)
         return config_view(config, cat)
+
+    @app.route("/<int:item_id>/test", methods=["POST"])
+    @json_route
+    async def test(self, request: Any, item_id: int) -> dict[str, Any]:
+        """Web contract §6: one minimal upstream call; health recorded, nothing billed."""
+        await self.ctx.sessions.admin(request)
+        body = Body(read_object(request, optional=True))
+        model = body.string("model", max_length=100)
+        cat = await catalog_tx.catalog(self.ctx)
+        channel = next((c for c in cat["channels"] if c["id"] == item_id), None)
+        if channel is None:
+            raise not_found(store.NOT_FOUND)
+        config = channel_test.pick_config(item_id, cat, model if model else None)
+        if config is None:
+            raise bad_request(NO_MODELS, field="model" if model else None)
+        call = channel_test.test_call(channel["type"], channel_test.upstream_model_name(
+            config, cat))
+        settings = self.ctx.settings
+        timeout = max(1, settings.integer("reliability_auto_detect_timeout_seconds", 10))
+        outcome = await channel_test.run_test(self.ctx.reactor, self.ctx.clock, channel, call,
+                                              self._policy(), timeout)
+        await self.ctx.db.transaction(channel_test.record_health, item_id, outcome.success,
+                                      self.ctx.now())
+        await self.ctx.invalidation.announce(CATALOG)
+        return outcome.view()

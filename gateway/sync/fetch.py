@@ -26,6 +26,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
 
+from gateway.bytes_body import BytesBody
 from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
 from gateway.channels.safe_connect import (
     OPEN_POLICY,
@@ -79,12 +80,13 @@ def describe(failure: Failure) -> str:
 async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
                 headers: dict[str, str] | None = None, timeout: float = 10,
                 limit: int = 4 << 20, read_body: bool = True,
-                policy: UrlPolicy | None = None) -> Fetched:
+                policy: UrlPolicy | None = None, body: bytes | None = None) -> Fetched:
     """``method url``; fires with the status and (up to ``limit`` bytes of) body.
 
     Raises ``FetchError`` on any failure, including ``timeout`` seconds passing on ``clock``
     before the body is complete.  With ``read_body`` false the body is discarded unread and the
-    connection closed as soon as the headers arrived.
+    connection closed as soon as the headers arrived.  ``body`` (small) is sent as the request
+    body.
     """
     pool = HTTPConnectionPool(reactor, persistent=False)
     all_headers = Headers({b"user-agent": [USER_AGENT]})
@@ -110,7 +112,8 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
         agent = Agent.usingEndpointFactory(reactor, endpoints, pool=pool)
         try:
             sent: Deferred[IResponse] = agent.request(method.encode("ascii"),
-                                                      url.encode("ascii"), all_headers, None)
+                                                      url.encode("ascii"), all_headers,
+                                                      None if body is None else BytesBody(body))
         except Exception as exc:  # malformed URL
             raise FetchError(_short(f"bad URL: {exc}")) from None
         current["request"] = sent

@@ -1,0 +1,1 @@
+"""The web console: the built single-page app (``dist/``, package data) and its resources."""
