@@ -22,7 +22,7 @@ from gateway import errors, routing
 from gateway.auth import Caller, authenticate
 from gateway.billing.wallet import PaymentRequired, Reservation, WalletUnavailable
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot, UserChannel
-from gateway.channels.http import UpstreamResponse
+from gateway.channels.http import UpstreamResponse, UpstreamTimeout
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, Verdict, global_identity
@@ -66,6 +66,11 @@ class GatewayCall(ABC):
         self.client_gone = False
         self._pending: Deferred[Any] | None = None
         self._response: UpstreamResponse | None = None
+        #: why the current attempt got no response (connect error or timeout), for metrics
+        self._attempt_error: Exception | None = None
+        #: the channel and clock time of the attempt being metered (None: none is)
+        self._attempt_channel: int | None = None
+        self._attempt_started = 0.0
         self.input_tokens = 0
         request.notifyFinish().addErrback(self._disconnected)
 
@@ -77,8 +82,10 @@ class GatewayCall(ABC):
             self._response.abort()
 
     async def run(self) -> None:
+        failed = True
         try:
             await self._serve()
+            failed = False
         except GatewayError as error:
             self.log.status = error.status
             self.log.error_message = error.message
@@ -89,6 +96,8 @@ class GatewayCall(ABC):
             self.log.error_message = "internal error"
             self._answer_error(errors.internal())
         finally:
+            if self._attempt_channel is not None:
+                self._attempt_ended(failed=failed)
             self._settle()
 
     # --- the path -------------------------------------------------------------------------
@@ -113,6 +122,7 @@ class GatewayCall(ABC):
 
     def _check_model(self, caller: Caller, model: str) -> None:
         self.log.model_name = model
+        self.request.lockgate_model = model
         if caller.key is not None and not caller.key.allows_model(model):
             raise errors.model_not_allowed()
 
@@ -148,6 +158,50 @@ class GatewayCall(ABC):
         self.extra_headers.update(verdict.headers)
         if verdict.error is not None:
             raise verdict.error
+
+    # --- attempts (metrics) ----------------------------------------------------------------
+
+    def _attempt_began(self, channel_id: int) -> None:
+        """Call right before an upstream request.  ``_attempt_ended`` counts it; ``run``
+        does so for a route that does not (its only attempt ends with the call)."""
+        self._response = None
+        self._attempt_error = None
+        if self.ctx.metrics is not None:
+            self._attempt_channel = channel_id
+            self._attempt_started = self.ctx.clock.seconds()
+
+    def _attempt_ended(self, *, failed: bool) -> None:
+        """Count the current upstream attempt by outcome (operations contract §2), and its
+        time to first byte."""
+        metrics = self.ctx.metrics
+        channel_id = self._attempt_channel
+        if metrics is None or channel_id is None:
+            return
+        self._attempt_channel = None
+        started = self._attempt_started
+        response = self._response
+        if response is None:
+            if isinstance(self._attempt_error, UpstreamTimeout):
+                outcome = "timeout"
+            elif self._attempt_error is not None:
+                outcome = "connect_error"
+            else:
+                outcome = "cut"  # the client left while the upstream was being asked
+        else:
+            code = response.code
+            if code == 429:
+                outcome = "status_429"
+            elif code >= 500:
+                outcome = "status_5xx"
+            elif code >= 400:
+                outcome = "status_4xx"
+            elif failed or self.log.status >= 500:
+                outcome = "cut"
+            else:
+                outcome = "ok"
+            if response.first_body_at is not None:
+                metrics.first_byte(channel_id, response.first_body_at - started)
+        metrics.attempt(channel_id, outcome)
 
     # --- exits ----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.billing.settlement import Settler
 from gateway.billing.wallet import WalletBook
@@ -25,6 +25,9 @@ from gateway.settings.store import Settings
 from gateway.state.protocol import SharedState
 from gateway.store.pool import DBRunner
 from gateway.user_cache import UserCache
+
+if TYPE_CHECKING:
+    from gateway.observability.metrics import GatewayMetrics
 
 
 @dataclass
@@ -63,6 +66,8 @@ class GatewayContext:
     #: output tokens reserved when the client gives no max_tokens
     default_output_reserve: int = 4096
     owned_by: str = "flai"
+    #: the metric families (operations contract §2); None when metrics are not exposed
+    metrics: GatewayMetrics | None = None
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)

@@ -76,15 +76,20 @@ class TextCall(GatewayCall):
     async def _attempt_all(self, client_request: ClientRequest, attempts: list[Priced]) -> None:
         deadline = routing.Deadline(self.ctx.clock, self.ctx.timeouts.attempts_total)
         last: GatewayError = errors.no_channel()
+        metrics = self.ctx.metrics
+        failed_channel: int | None = None
         for priced in attempts:
             if deadline.expired() or self.client_gone:
                 break
+            if failed_channel is not None and metrics is not None:
+                metrics.failover(failed_channel)
             self.log.priced = priced
             try:
                 await self._attempt(client_request, priced, deadline)
                 return
             except _Failover as failover:
                 last = failover.error
+                failed_channel = priced.candidate.channel.id
         raise last
 
     async def _attempt(self, client_request: ClientRequest, priced: Priced,
@@ -102,6 +107,20 @@ class TextCall(GatewayCall):
             guard_url(ctx, url)
         except GatewayError as blocked:
             raise _Failover(blocked) from None
+        self._attempt_began(channel.id)
+        try:
+            await self._exchange(client_request, translator, url, channel_type, priced,
+                                 deadline)
+        except BaseException:
+            self._attempt_ended(failed=True)
+            raise
+        self._attempt_ended(failed=False)
+
+    async def _exchange(self, client_request: ClientRequest, translator: Translator, url: str,
+                        channel_type: str, priced: Priced, deadline: routing.Deadline) -> None:
+        """One upstream request and its relay (one attempt)."""
+        ctx = self.ctx
+        channel = priced.candidate.channel
         self._pending = ctx.upstream.request(
             b"POST", url, json_headers(channel_type, channel.api_key,
                                        self._forwarded_headers(channel_type)),
@@ -110,6 +129,7 @@ class TextCall(GatewayCall):
         try:
             response = await self._pending
         except UpstreamError as exc:
+            self._attempt_error = exc
             ctx.health.record_failure(channel.id, str(exc), None)
             raise _Failover(errors.upstream_failed()) from None
         finally:
@@ -182,10 +202,15 @@ class TextCall(GatewayCall):
         relay = EventRelay(writer, response, on_event)
         response.deliver(relay, idle_timeout=ctx.timeouts.stream_idle)
         failure: Exception | None = None
+        metrics = ctx.metrics
+        family = metrics.stream_opened(self.request.path) if metrics is not None else ""
         try:
             await relay.done
         except Exception as exc:
             failure = exc
+        finally:
+            if metrics is not None:
+                metrics.stream_closed(family)
         self.log.first_byte_at = writer.first_byte_at
         self.log.delivered = writer.started or (failure is None)
         usage = translator.usage

@@ -16,6 +16,8 @@ class InFlight:
     def __init__(self) -> None:
         self.count = 0
         self._idle: list[Deferred[None]] = []
+        #: True from SIGTERM on (the ``lockgate_draining`` gauge reads it)
+        self.draining = False
 
     def started(self) -> None:
         self.count += 1

@@ -16,6 +16,7 @@ from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.health import ChannelHealth
 from gateway.invalidation import CATALOG, KEYS, USERS
 from gateway.limits import GatewayLimiter
+from gateway.observability.metrics import GatewayMetrics
 from gateway.state.memory import MemoryState
 from gateway.store import schema
 from gateway.user_cache import UserCache
@@ -28,7 +29,8 @@ def _mark_auto_disabled(conn: Connection, channel_id: int, reason: str, now: Any
 
 
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
-                  settle_interval: float = 0.02) -> GatewayContext:
+                  settle_interval: float = 0.02,
+                  metrics: GatewayMetrics | None = None) -> GatewayContext:
     wallets: WalletBook
     if not isinstance(ctx.state, MemoryState):
         # several processes share this state (Redis): reservations must be shared too
@@ -37,6 +39,7 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
     else:
         wallets = Wallets(ctx.db)
     settler = Settler(ctx.db, ctx.clock, wallets, batch_interval=settle_interval)
+    settler.metrics = metrics
 
     async def auto_disable(channel_id: int, reason: str) -> None:
         await ctx.db.transaction(_mark_auto_disabled, channel_id, reason, ctx.now())
@@ -69,6 +72,6 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
         upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256),
         health=health,
         limiter=GatewayLimiter(ctx.state, ctx.settings), addresses=ctx.addresses,
-        timeouts=timeouts or GatewayTimeouts(),
+        timeouts=timeouts or GatewayTimeouts(), metrics=metrics,
     )
     return gateway

@@ -97,6 +97,10 @@ class SharedWallets:
         self._renewer.clock = clock
         self._renew_interval = renew_interval
 
+    @property
+    def open_reservations(self) -> int:
+        return len(self._held)
+
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
