@@ -272,7 +272,7 @@ class Settler:
             if metrics is not None:
                 record = item.record
                 metrics.settled(record.endpoint, record.status, record.cost_nanos,
-                                result["charged_nanos"], record.usage, result["duplicate"],
+                                result["charged_nanos"], item.row, result["duplicate"],
                                 max(0.0, now - item.queued_at))
             self.wallets.settled(item.token, result["balance_after_nanos"],
                                  result["spent_after_nanos"], result["quota_nanos"],

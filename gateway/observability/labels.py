@@ -56,8 +56,9 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
     ("/api/", "console"),
 )
 
-#: classified request paths; bounded because paths carry ids (tasks, console objects)
-_CACHE: dict[bytes, str] = {}
+#: classified request paths (raw bytes, or the usage log's endpoint text); bounded because
+#: paths carry ids (tasks, console objects)
+_CACHE: dict[bytes | str, str] = {}
 _CACHE_MAX = 4096
 
 
@@ -75,11 +76,11 @@ def classify(path: str) -> str:
     return "other"
 
 
-def family_of(path: bytes) -> str:
-    """``classify`` for a raw request path, remembered per path."""
+def family_of(path: bytes | str) -> str:
+    """``classify`` for a raw request path or an endpoint, remembered per path."""
     family = _CACHE.get(path)
     if family is None:
-        family = classify(path.decode("latin-1"))
+        family = classify(path.decode("latin-1") if isinstance(path, bytes) else path)
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.clear()
         _CACHE[path] = family
