@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.trace import Span
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -22,12 +23,14 @@ from gateway import errors, routing
 from gateway.auth import Caller, authenticate
 from gateway.billing.wallet import PaymentRequired, Reservation, WalletUnavailable
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot, UserChannel
-from gateway.channels.http import UpstreamResponse, UpstreamTimeout
+from gateway.channels.http import UpstreamResponse
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, Verdict, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.observability.outcomes import attempt_outcome
+from gateway.observability.tracing import Tracing, client_trace_headers
 from gateway.relay import StreamWriter
 from gateway.request_io import write_error
 
@@ -71,6 +74,10 @@ class GatewayCall(ABC):
         #: the channel and clock time of the attempt being metered (None: none is)
         self._attempt_channel: int | None = None
         self._attempt_started = 0.0
+        #: the call's span and the current attempt's (traces exported only)
+        self._span: Span | None = (ctx.tracing.request_span(request, f"POST {endpoint}")
+                                   if ctx.tracing is not None else None)
+        self._attempt_span: Span | None = None
         self.input_tokens = 0
         request.notifyFinish().addErrback(self._disconnected)
 
@@ -96,8 +103,9 @@ class GatewayCall(ABC):
             self.log.error_message = "internal error"
             self._answer_error(errors.internal())
         finally:
-            if self._attempt_channel is not None:
-                self._attempt_ended(failed=failed)
+            self._attempt_ended(failed=failed)
+            if self._span is not None:
+                Tracing.end_request(self._span, self.request.code)
             self._settle()
 
     # --- the path -------------------------------------------------------------------------
@@ -159,48 +167,47 @@ class GatewayCall(ABC):
         if verdict.error is not None:
             raise verdict.error
 
-    # --- attempts (metrics) ----------------------------------------------------------------
+    # --- attempts (metrics, traces) --------------------------------------------------------
 
     def _attempt_began(self, channel_id: int) -> None:
         """Call right before an upstream request.  ``_attempt_ended`` counts it; ``run``
         does so for a route that does not (its only attempt ends with the call)."""
         self._response = None
         self._attempt_error = None
-        if self.ctx.metrics is not None:
+        ctx = self.ctx
+        if ctx.metrics is not None:
             self._attempt_channel = channel_id
-            self._attempt_started = self.ctx.clock.seconds()
+            self._attempt_started = ctx.clock.seconds()
+        if ctx.tracing is not None and self._span is not None:
+            self._attempt_span = ctx.tracing.attempt_span(self._span, channel_id)
+
+    def _traced(self, headers: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
+        """``headers`` for the upstream plus the W3C trace context: the attempt's span when
+        traces are exported, else the client's own ``traceparent`` unchanged."""
+        span = self._attempt_span
+        trace = (client_trace_headers(self.request) if span is None
+                 else Tracing.headers_for(span))
+        if trace:
+            headers.update(trace)
+        return headers
 
     def _attempt_ended(self, *, failed: bool) -> None:
-        """Count the current upstream attempt by outcome (operations contract §2), and its
-        time to first byte."""
+        """Count the current upstream attempt by outcome (operations contract §2) with its
+        time to first byte, and end its span."""
+        channel_id, span = self._attempt_channel, self._attempt_span
+        if channel_id is None and span is None:
+            return
+        self._attempt_channel = self._attempt_span = None
+        outcome = attempt_outcome(self._response, self._attempt_error,
+                                  failed or self.log.status >= 500)
+        if span is not None:
+            Tracing.end_attempt(span, outcome)
         metrics = self.ctx.metrics
-        channel_id = self._attempt_channel
         if metrics is None or channel_id is None:
             return
-        self._attempt_channel = None
-        started = self._attempt_started
         response = self._response
-        if response is None:
-            if isinstance(self._attempt_error, UpstreamTimeout):
-                outcome = "timeout"
-            elif self._attempt_error is not None:
-                outcome = "connect_error"
-            else:
-                outcome = "cut"  # the client left while the upstream was being asked
-        else:
-            code = response.code
-            if code == 429:
-                outcome = "status_429"
-            elif code >= 500:
-                outcome = "status_5xx"
-            elif code >= 400:
-                outcome = "status_4xx"
-            elif failed or self.log.status >= 500:
-                outcome = "cut"
-            else:
-                outcome = "ok"
-            if response.first_body_at is not None:
-                metrics.first_byte(channel_id, response.first_body_at - started)
+        if response is not None and response.first_body_at is not None:
+            metrics.first_byte(channel_id, response.first_body_at - self._attempt_started)
         metrics.attempt(channel_id, outcome)
 
     # --- exits ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from gateway.user_cache import UserCache
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
+    from gateway.observability.tracing import Tracing
 
 
 @dataclass
@@ -68,6 +69,8 @@ class GatewayContext:
     owned_by: str = "flai"
     #: the metric families (operations contract §2); None when metrics are not exposed
     metrics: GatewayMetrics | None = None
+    #: spans exported over OTLP (``--otlp-endpoint``); None: no tracer call at all
+    tracing: Tracing | None = None
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)

@@ -146,7 +146,7 @@ class MediaCall(GatewayCall):
         headers.update(auth_headers(channel_type, channel.api_key))
         self._attempt_began(channel.id)
         self._pending = self.ctx.upstream.request(
-            b"POST", url, headers, body,
+            b"POST", url, self._traced(headers), body,
             first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending

@@ -92,7 +92,7 @@ class ModelActionRelayCall(GatewayCall):
         upstream_body = _with_model(body, f"models/{priced.candidate.upstream_model}")
         self._attempt_began(channel.id)
         self._pending = self.ctx.upstream.request(
-            b"POST", url, json_headers("modelaction", channel.api_key),
+            b"POST", url, self._traced(json_headers("modelaction", channel.api_key)),
             orjson.dumps(upstream_body), first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending

@@ -122,8 +122,8 @@ class TextCall(GatewayCall):
         ctx = self.ctx
         channel = priced.candidate.channel
         self._pending = ctx.upstream.request(
-            b"POST", url, json_headers(channel_type, channel.api_key,
-                                       self._forwarded_headers(channel_type)),
+            b"POST", url, self._traced(json_headers(channel_type, channel.api_key,
+                                                    self._forwarded_headers(channel_type))),
             translator.upstream_body(),
             first_byte_timeout=deadline.timeout(ctx.timeouts.first_byte))
         try:

@@ -28,6 +28,7 @@ from gateway.invalidation import USERS, Invalidation
 from gateway.keys import KeyHasher
 from gateway.monitors import MonitorRunner, MonitorScheduler
 from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.tracing import Tracing
 from gateway.order_expiry import OrderExpiry
 from gateway.resource import GatewayResource
 from gateway.retention import LogRetention
@@ -82,6 +83,7 @@ class Lockgate:
         clock: Any = None,
         node_name: str | None = None,
         metrics: bool = False,
+        tracing: Tracing | None = None,
     ) -> Lockgate:
         """Start the database side (blocking: runs before any listener) and wire the app."""
         clock = clock if clock is not None else reactor
@@ -113,7 +115,7 @@ class Lockgate:
                        else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
         )
         families = open_metrics(catalog) if metrics else None
-        gateway = build_gateway(ctx, metrics=families)
+        gateway = build_gateway(ctx, metrics=families, tracing=tracing)
         tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}",
                            announce_user=lambda user_id: invalidation.announce(
                                USERS, str(user_id).encode()))
@@ -145,6 +147,8 @@ class Lockgate:
         await self.gateway.settler.flush()
         await self.gateway.wallets.stop()
         await self.gateway.upstream.close()
+        if self.gateway.tracing is not None:
+            await self.gateway.tracing.close(self.reactor)
 
     def close(self) -> Deferred[None]:
         if self.order_expiry is not None:

@@ -17,6 +17,7 @@ from gateway.health import ChannelHealth
 from gateway.invalidation import CATALOG, KEYS, USERS
 from gateway.limits import GatewayLimiter
 from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.tracing import Tracing
 from gateway.state.memory import MemoryState
 from gateway.store import schema
 from gateway.user_cache import UserCache
@@ -30,7 +31,8 @@ def _mark_auto_disabled(conn: Connection, channel_id: int, reason: str, now: Any
 
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
                   settle_interval: float = 0.02,
-                  metrics: GatewayMetrics | None = None) -> GatewayContext:
+                  metrics: GatewayMetrics | None = None,
+                  tracing: Tracing | None = None) -> GatewayContext:
     wallets: WalletBook
     if not isinstance(ctx.state, MemoryState):
         # several processes share this state (Redis): reservations must be shared too
@@ -72,6 +74,6 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
         upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256),
         health=health,
         limiter=GatewayLimiter(ctx.state, ctx.settings), addresses=ctx.addresses,
-        timeouts=timeouts or GatewayTimeouts(), metrics=metrics,
+        timeouts=timeouts or GatewayTimeouts(), metrics=metrics, tracing=tracing,
     )
     return gateway

@@ -9,6 +9,8 @@ from twisted.application.service import IService, MultiService
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
+from console.routes.updates import BUILD_VERSION
+from gateway.observability.tracing import Tracing
 from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight
@@ -40,6 +42,8 @@ class LockgateService(MultiService):
             db_threads=self.options.get("db-threads"),
             run_migrations=not self.options.get("no-migrate"),
             metrics=bool(self.options.get("metrics-listen")),
+            tracing=(Tracing(self.options["otlp-endpoint"], version=BUILD_VERSION)
+                     if self.options.get("otlp-endpoint") else None),
         )
         d = state.start()
         d.addCallback(lambda _: self._listen())

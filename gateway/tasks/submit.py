@@ -131,7 +131,8 @@ class TaskCall(GatewayCall):
         guard_url(self.ctx, url)
         self._attempt_began(channel.id)
         self._pending = self.ctx.upstream.request(
-            b"POST", url, json_headers(channel_type, channel.api_key), orjson.dumps(body),
+            b"POST", url, self._traced(json_headers(channel_type, channel.api_key)),
+            orjson.dumps(body),
             first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending
