@@ -44,13 +44,21 @@ class _MetricsRoot(Resource):
         return JsonNotFound().render(request)
 
 
+class _QuietSite(Site):
+    """No access log: a scrape every few seconds would drown the twistd log."""
+
+    def startFactory(self) -> None:
+        super().startFactory()
+        self._logFile = None
+
+
 def metrics_site(metrics: GatewayMetrics, main_root: Resource) -> Site:
     """The metrics listener's site; the probes are the main root's own resources."""
     root = _MetricsRoot()
     root.putChild(b"metrics", MetricsResource(metrics))
     for probe in (b"healthz", b"readyz"):
         root.putChild(probe, main_root.children[probe])
-    site = Site(root)
+    site = _QuietSite(root)
     site.displayTracebacks = False
     return site
 
