@@ -12,6 +12,7 @@ from typing import Any
 import treq
 from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet import reactor
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import deferLater
 from twisted.protocols.policies import WrappingFactory
 
@@ -252,3 +253,23 @@ class MetricsTests(GatewayTestCase):
         other = await treq.get(self.metrics_base + "/api/status", pool=self.pool)
         assert other.code == 404
         await treq.content(other)
+
+    async def test_gauges_show_a_stream_in_flight(self) -> None:
+        await self.provision(upstream_model="gpt-fake+chunks-6+pace-0.2")
+        pending = ensureDeferred(self.chat(stream=True))
+        during = None
+        for _ in range(100):
+            scrape = await self.scrape()
+            if scrape.value("lockgate_active_streams", family="chat") == 1:
+                during = scrape
+                break
+            await deferLater(reactor, 0.02, lambda: None)
+        assert during is not None, "the stream never showed as open"
+        assert during.value("lockgate_reservations_open") == 1
+        answer = await pending
+        assert answer.status == 200 and b"[DONE]" in answer.body
+        await self.usage_rows()
+        after = await self.scrape()
+        assert after.value("lockgate_active_streams", family="chat") == 0
+        assert after.value("lockgate_reservations_open") == 0
+        assert after.value("lockgate_settlement_queue_depth") == 0
