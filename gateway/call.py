@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.trace import Span
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -28,6 +29,8 @@ from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, Verdict, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.observability.outcomes import attempt_outcome
+from gateway.observability.tracing import Tracing, client_trace_headers
 from gateway.relay import StreamWriter
 from gateway.request_io import write_error
 
@@ -71,6 +74,15 @@ class GatewayCall(ABC):
         self.cut_by_shutdown = False
         self._pending: Deferred[Any] | None = None
         self._response: UpstreamResponse | None = None
+        #: why the current attempt got no response (connect error or timeout), for metrics
+        self._attempt_error: Exception | None = None
+        #: the channel and clock time of the attempt being metered (None: none is)
+        self._attempt_channel: int | None = None
+        self._attempt_started = 0.0
+        #: the call's span and the current attempt's (traces exported only)
+        self._span: Span | None = (ctx.tracing.request_span(request, f"POST {endpoint}")
+                                   if ctx.tracing is not None else None)
+        self._attempt_span: Span | None = None
         self.input_tokens = 0
         request.notifyFinish().addErrback(self._disconnected)
 
@@ -98,8 +110,10 @@ class GatewayCall(ABC):
 
     async def run(self) -> None:
         self.ctx.calls.opened(self)
+        failed = True
         try:
             await self._serve()
+            failed = False
         except GatewayError as error:
             self.log.status = error.status
             self.log.error_message = error.message
@@ -117,6 +131,9 @@ class GatewayCall(ABC):
                 self._answer_error(errors.internal())
         finally:
             self.ctx.calls.closed(self)
+            self._attempt_ended(failed=failed)
+            if self._span is not None:
+                Tracing.end_request(self._span, self.request.code)
             self._settle()
 
     # --- the path -------------------------------------------------------------------------
@@ -141,6 +158,7 @@ class GatewayCall(ABC):
 
     def _check_model(self, caller: Caller, model: str) -> None:
         self.log.model_name = model
+        self.request.lockgate_model = model
         if caller.key is not None and not caller.key.allows_model(model):
             raise errors.model_not_allowed()
 
@@ -176,6 +194,49 @@ class GatewayCall(ABC):
         self.extra_headers.update(verdict.headers)
         if verdict.error is not None:
             raise verdict.error
+
+    # --- attempts (metrics, traces) --------------------------------------------------------
+
+    def _attempt_began(self, channel_id: int) -> None:
+        """Call right before an upstream request.  ``_attempt_ended`` counts it; ``run``
+        does so for a route that does not (its only attempt ends with the call)."""
+        self._response = None
+        self._attempt_error = None
+        ctx = self.ctx
+        if ctx.metrics is not None:
+            self._attempt_channel = channel_id
+            self._attempt_started = ctx.clock.seconds()
+        if ctx.tracing is not None and self._span is not None:
+            self._attempt_span = ctx.tracing.attempt_span(self._span, channel_id)
+
+    def _traced(self, headers: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
+        """``headers`` for the upstream plus the W3C trace context: the attempt's span when
+        traces are exported, else the client's own ``traceparent`` unchanged."""
+        span = self._attempt_span
+        trace = (client_trace_headers(self.request) if span is None
+                 else Tracing.headers_for(span))
+        if trace:
+            headers.update(trace)
+        return headers
+
+    def _attempt_ended(self, *, failed: bool) -> None:
+        """Count the current upstream attempt by outcome (operations contract §2) with its
+        time to first byte, and end its span."""
+        channel_id, span = self._attempt_channel, self._attempt_span
+        if channel_id is None and span is None:
+            return
+        self._attempt_channel = self._attempt_span = None
+        outcome = attempt_outcome(self._response, self._attempt_error,
+                                  failed or self.log.status >= 500)
+        if span is not None:
+            Tracing.end_attempt(span, outcome)
+        metrics = self.ctx.metrics
+        if metrics is None or channel_id is None:
+            return
+        response = self._response
+        if response is not None and response.first_body_at is not None:
+            metrics.first_byte(channel_id, response.first_body_at - self._attempt_started)
+        metrics.attempt(channel_id, outcome)
 
     # --- exits ----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.billing.settlement import Settler
 from gateway.billing.wallet import WalletBook
@@ -26,6 +26,10 @@ from gateway.settings.store import Settings
 from gateway.state.protocol import SharedState
 from gateway.store.pool import DBRunner
 from gateway.user_cache import UserCache
+
+if TYPE_CHECKING:
+    from gateway.observability.metrics import GatewayMetrics
+    from gateway.observability.tracing import Tracing
 
 
 @dataclass
@@ -66,6 +70,10 @@ class GatewayContext:
     owned_by: str = "flai"
     #: handler tasks still running (a graceful stop waits for them, then flushes the settler)
     calls: CallsInFlight = field(default_factory=CallsInFlight)
+    #: the metric families (operations contract §2); None when metrics are not exposed
+    metrics: GatewayMetrics | None = None
+    #: spans exported over OTLP (``--otlp-endpoint``); None: no tracer call at all
+    tracing: Tracing | None = None
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)

@@ -149,14 +149,16 @@ class MediaCall(GatewayCall):
         guard_url(self.ctx, url)
         headers = {b"content-type": [content_type], b"user-agent": [b"Lockgate"]}
         headers.update(auth_headers(channel_type, channel.api_key))
+        self._attempt_began(channel.id)
         self._pending = self.ctx.upstream.request(
-            b"POST", url, headers, body,
+            b"POST", url, self._traced(headers), body,
             first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending
         except UpstreamBlocked:
             raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
+            self._attempt_error = exc
             self.ctx.health.record_failure(channel.id, str(exc), None)
             raise errors.upstream_failed() from None
         finally:
@@ -252,10 +254,15 @@ class MediaCall(GatewayCall):
         relay = BytesRelay(writer, response, count)
         response.deliver(relay, idle_timeout=self.ctx.timeouts.stream_idle)
         failure: Exception | None = None
+        metrics = self.ctx.metrics
+        family = metrics.stream_opened(self.request.path) if metrics is not None else ""
         try:
             await relay.done
         except Exception as exc:
             failure = exc
+        finally:
+            if metrics is not None:
+                metrics.stream_closed(family)
         self.log.first_byte_at = writer.first_byte_at
         self.log.delivered = writer.started
         self.log.usage = self._estimate(b"") if size == 0 else Usage(

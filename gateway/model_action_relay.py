@@ -90,14 +90,16 @@ class ModelActionRelayCall(GatewayCall):
                    f"/v1beta/models/{priced.candidate.upstream_model}:{self.action}")
         guard_url(self.ctx, url)
         upstream_body = _with_model(body, f"models/{priced.candidate.upstream_model}")
+        self._attempt_began(channel.id)
         self._pending = self.ctx.upstream.request(
-            b"POST", url, json_headers("modelaction", channel.api_key),
+            b"POST", url, self._traced(json_headers("modelaction", channel.api_key)),
             orjson.dumps(upstream_body), first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending
         except UpstreamBlocked:
             raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
+            self._attempt_error = exc
             self.ctx.health.record_failure(channel.id, str(exc), None)
             raise errors.upstream_failed() from None
         finally:

@@ -78,15 +78,20 @@ class TextCall(GatewayCall):
     async def _attempt_all(self, client_request: ClientRequest, attempts: list[Priced]) -> None:
         deadline = routing.Deadline(self.ctx.clock, self.ctx.timeouts.attempts_total)
         last: GatewayError = errors.no_channel()
+        metrics = self.ctx.metrics
+        failed_channel: int | None = None
         for priced in attempts:
             if deadline.expired() or self.client_gone or self.cut_by_shutdown:
                 break
+            if failed_channel is not None and metrics is not None:
+                metrics.failover(failed_channel)
             self.log.priced = priced
             try:
                 await self._attempt(client_request, priced, deadline)
                 return
             except _Failover as failover:
                 last = failover.error
+                failed_channel = priced.candidate.channel.id
         if self.cut_by_shutdown:
             raise errors.shutting_down()
         raise last
@@ -106,9 +111,23 @@ class TextCall(GatewayCall):
             guard_url(ctx, url)
         except GatewayError as blocked:
             raise _Failover(blocked) from None
+        self._attempt_began(channel.id)
+        try:
+            await self._exchange(client_request, translator, url, channel_type, priced,
+                                 deadline)
+        except BaseException:
+            self._attempt_ended(failed=True)
+            raise
+        self._attempt_ended(failed=False)
+
+    async def _exchange(self, client_request: ClientRequest, translator: Translator, url: str,
+                        channel_type: str, priced: Priced, deadline: routing.Deadline) -> None:
+        """One upstream request and its relay (one attempt)."""
+        ctx = self.ctx
+        channel = priced.candidate.channel
         self._pending = ctx.upstream.request(
-            b"POST", url, json_headers(channel_type, channel.api_key,
-                                       self._forwarded_headers(channel_type)),
+            b"POST", url, self._traced(json_headers(channel_type, channel.api_key,
+                                                    self._forwarded_headers(channel_type))),
             translator.upstream_body(),
             first_byte_timeout=deadline.timeout(ctx.timeouts.first_byte))
         try:
@@ -116,6 +135,7 @@ class TextCall(GatewayCall):
         except UpstreamBlocked:
             raise _Failover(errors.ssrf_blocked()) from None
         except UpstreamError as exc:
+            self._attempt_error = exc
             if self.client_gone:
                 # our own cancel: the client left before the upstream answered; nothing was
                 # produced, and the channel did nothing wrong
@@ -194,10 +214,15 @@ class TextCall(GatewayCall):
         relay = EventRelay(writer, response, on_event)
         response.deliver(relay, idle_timeout=ctx.timeouts.stream_idle)
         failure: Exception | None = None
+        metrics = ctx.metrics
+        family = metrics.stream_opened(self.request.path) if metrics is not None else ""
         try:
             await relay.done
         except Exception as exc:
             failure = exc
+        finally:
+            if metrics is not None:
+                metrics.stream_closed(family)
         self.log.first_byte_at = writer.first_byte_at
         self.log.delivered = writer.started or (failure is None)
         usage = translator.usage

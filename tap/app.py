@@ -27,6 +27,8 @@ from gateway.context import GatewayContext
 from gateway.invalidation import USERS, Invalidation
 from gateway.keys import KeyHasher
 from gateway.monitors import MonitorRunner, MonitorScheduler
+from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.tracing import Tracing
 from gateway.order_expiry import OrderExpiry
 from gateway.resource import GatewayResource
 from gateway.retention import LogRetention
@@ -40,6 +42,7 @@ from gateway.store.pool import DBRunner, make_engine
 from gateway.task_routes import TaskRoutes
 from gateway.tasks.poller import TaskPoller
 from tap.gateway_wiring import build_gateway
+from tap.metrics_wiring import open_metrics, watch
 from tap.root import build_root
 from tap.secrets import Secrets
 
@@ -62,6 +65,8 @@ class Lockgate:
     background: tuple[Any, ...] = ()
     #: drives async tasks (video, compatible) to an end state; stopped on close
     tasks: TaskPoller | None = None
+    #: the metric families (only when metrics are exposed: ``--metrics-listen``)
+    metrics: GatewayMetrics | None = None
 
     @classmethod
     def open(
@@ -77,6 +82,8 @@ class Lockgate:
         passwords: Passwords | None = None,
         clock: Any = None,
         node_name: str | None = None,
+        metrics: bool = False,
+        tracing: Tracing | None = None,
     ) -> Lockgate:
         """Start the database side (blocking: runs before any listener) and wire the app."""
         clock = clock if clock is not None else reactor
@@ -107,7 +114,8 @@ class Lockgate:
             node_name=(node_name if node_name is not None
                        else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
         )
-        gateway = build_gateway(ctx)
+        families = open_metrics(catalog) if metrics else None
+        gateway = build_gateway(ctx, metrics=families, tracing=tracing)
         tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}",
                            announce_user=lambda user_id: invalidation.announce(
                                USERS, str(user_id).encode()))
@@ -127,9 +135,11 @@ class Lockgate:
         for service in background:
             service.startService()
         tasks.start()
+        if families is not None:
+            watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
                    order_expiry=order_expiry, retention=retention, background=background,
-                   tasks=tasks)
+                   tasks=tasks, metrics=families)
 
     async def _close_gateway(self) -> None:
         if self.tasks is not None:
@@ -137,6 +147,8 @@ class Lockgate:
         await self.gateway.settler.flush()
         await self.gateway.wallets.stop()
         await self.gateway.upstream.close()
+        if self.gateway.tracing is not None:
+            await self.gateway.tracing.close(self.reactor)
 
     def close(self) -> Deferred[None]:
         if self.order_expiry is not None:

@@ -36,6 +36,8 @@ class InFlight:
         #: True from the stop signal on (read by the probes, the site and the metrics)
         self.draining = False
         self._idle: list[Deferred[None]] = []
+        #: True from SIGTERM on (the ``lockgate_draining`` gauge reads it)
+        self.draining = False
 
     def started(self) -> None:
         self.count += 1

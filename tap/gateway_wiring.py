@@ -17,6 +17,8 @@ from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.health import ChannelHealth
 from gateway.invalidation import CATALOG, EVERYTHING, KEYS, USERS
 from gateway.limits import GatewayLimiter
+from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.tracing import Tracing
 from gateway.state.memory import MemoryState
 from gateway.store import schema
 from gateway.user_cache import UserCache
@@ -29,7 +31,9 @@ def _mark_auto_disabled(conn: Connection, channel_id: int, reason: str, now: Any
 
 
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
-                  settle_interval: float = 0.02) -> GatewayContext:
+                  settle_interval: float = 0.02,
+                  metrics: GatewayMetrics | None = None,
+                  tracing: Tracing | None = None) -> GatewayContext:
     wallets: WalletBook
     if not isinstance(ctx.state, MemoryState):
         # several processes share this state (Redis): reservations must be shared too
@@ -38,6 +42,7 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
     else:
         wallets = Wallets(ctx.db)
     settler = Settler(ctx.db, ctx.clock, wallets, batch_interval=settle_interval)
+    settler.metrics = metrics
 
     async def auto_disable(channel_id: int, reason: str) -> None:
         await ctx.db.transaction(_mark_auto_disabled, channel_id, reason, ctx.now())
@@ -73,6 +78,6 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
                                 policy=LivePolicy(ctx.settings)),
         health=health,
         limiter=GatewayLimiter(ctx.state, ctx.settings), addresses=ctx.addresses,
-        timeouts=timeouts or GatewayTimeouts(),
+        timeouts=timeouts or GatewayTimeouts(), metrics=metrics, tracing=tracing,
     )
     return gateway

@@ -12,6 +12,9 @@ from twisted.web.server import Request
 
 
 class LockgateRequest(Request):
+    #: the model a /v1 call asked for, once it checked the name ("" otherwise): a metric label
+    lockgate_model = ""
+
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
         if path.startswith(b"/v1/") or path.startswith(b"/v1beta/"):
             self._parsePOSTFormSubmission = False

@@ -27,6 +27,8 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "trusted-proxies": ("LOCKGATE_TRUSTED_PROXIES", ""),
     "db-threads": ("LOCKGATE_DB_THREADS", None),
     "access-log": ("LOCKGATE_ACCESS_LOG", "-"),
+    "metrics-listen": ("LOCKGATE_METRICS_LISTEN", None),
+    "otlp-endpoint": ("LOCKGATE_OTLP_ENDPOINT", None),
 }
 
 
@@ -61,6 +63,12 @@ class Options(usage.Options):
         ["access-log", None, None,
          "Where the combined-format access log goes: '-' (default) standard output, a file "
          "path (appended), or 'off'. Lines are written in blocks, at least once a second."],
+        ["metrics-listen", None, None,
+         "Endpoint string of a separate listener serving GET /metrics (Prometheus) and the "
+         "/healthz and /readyz probes, e.g. tcp:9100:interface=127.0.0.1. Default: off."],
+        ["otlp-endpoint", None, None,
+         "OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces): one span per "
+         "request, a child span per upstream attempt. Default: no tracing."],
     ]
     optFlags = [
         ["no-migrate", None, "Do not apply database migrations on start."],
@@ -161,6 +169,16 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
     elif access_log != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(access_log))):
         raise usage.UsageError(f"access-log: no directory for {access_log!r}")
     options["access-log"] = access_log
+    for name in ("metrics-listen", "otlp-endpoint"):
+        value = options.get(name)
+        if value is not None:
+            value = str(value).strip()
+            if not value:
+                raise usage.UsageError(f"{name} must not be empty")
+            options[name] = value
+    endpoint = options.get("otlp-endpoint")
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise usage.UsageError("otlp-endpoint must be an http:// or https:// URL")
     if options.get("db-threads") is not None:
         try:
             threads = int(options["db-threads"])

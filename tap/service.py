@@ -17,10 +17,13 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 
+from console.routes.updates import BUILD_VERSION
+from gateway.observability.tracing import Tracing
 from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight, within
 from tap.interpreter_tuning import tune_interpreter
+from tap.metrics_listener import MeteredSite, metrics_site
 from tap.options import Options
 from tap.secrets import load_or_create
 from tap.state_factory import open_state
@@ -47,6 +50,9 @@ class LockgateService(MultiService):
             trusted_proxies=self.options.get("trusted-proxies") or "",
             db_threads=self.options.get("db-threads"),
             run_migrations=not self.options.get("no-migrate"),
+            metrics=bool(self.options.get("metrics-listen")),
+            tracing=(Tracing(self.options["otlp-endpoint"], version=BUILD_VERSION)
+                     if self.options.get("otlp-endpoint") else None),
         )
         d = state.start()
         d.addCallback(lambda _: self._listen())
@@ -55,13 +61,24 @@ class LockgateService(MultiService):
     def _listen(self) -> None:
         assert self.app is not None
         tune_interpreter()
-        site = CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter,
-                            access_log=self.options["access-log"])
+        metrics = self.app.metrics
+        site = (CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter,
+                             access_log=self.options["access-log"]) if metrics is None else
+                MeteredSite(self.app.root, self.in_flight, metrics,
+                            logFormatter=redacting_log_formatter,
+                            access_log=self.options["access-log"]))
         site.displayTracebacks = False
         for endpoint in self.options["listen"]:
             strports.service(endpoint, site).setServiceParent(self)
+        endpoints = list(self.options["listen"])
+        if metrics is not None:
+            in_flight = self.in_flight
+            metrics.sources.draining = lambda: in_flight.draining
+            strports.service(self.options["metrics-listen"],
+                             metrics_site(metrics, self.app.root)).setServiceParent(self)
+            endpoints.append(f"{self.options['metrics-listen']} (metrics)")
         MultiService.startService(self)
-        log.info("Lockgate listening on {endpoints}", endpoints=", ".join(self.options["listen"]))
+        log.info("Lockgate listening on {endpoints}", endpoints=", ".join(endpoints))
 
     def _failed(self, failure: Any) -> None:
         log.failure("Lockgate failed to start", failure)

@@ -26,7 +26,7 @@ import collections
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -38,6 +38,9 @@ from gateway.billing.usage import Usage
 from gateway.billing.wallet import Reservation, SettlingToken, WalletBook
 from gateway.store.billing_writes import is_transient, write_batch
 from gateway.store.pool import DBRunner
+
+if TYPE_CHECKING:
+    from gateway.observability.metrics import GatewayMetrics
 
 log = Logger()
 
@@ -128,6 +131,8 @@ class _Item:
     token: SettlingToken
     row: dict[str, Any]
     waiters: list[Deferred[SettledCharge]] = field(default_factory=list)
+    #: clock time it was queued (the request's end), for the settlement-lag histogram
+    queued_at: float = 0.0
 
 
 class Settler:
@@ -157,6 +162,8 @@ class Settler:
         self.batch_sizes: collections.deque[int] = collections.deque(maxlen=1000)
         self.batches_committed = 0
         self.settlements_committed = 0
+        #: set by the composition root when metrics are exposed (None: nothing is counted)
+        self.metrics: GatewayMetrics | None = None
 
     def settle(self, reservation: Reservation | None,
                record: SettlementRecord) -> Deferred[SettledCharge]:
@@ -192,7 +199,8 @@ class Settler:
             return done
         token = self.wallets.settling(reservation, record.user_id, record.api_key_id,
                                       record.cost_nanos)
-        item = _Item(record, token, record.row())
+        item = _Item(record, token, record.row(),
+                     queued_at=self.clock.seconds() if self.metrics is not None else 0.0)
         self._inflight[request_id] = item
         self._queue.append(item)
         self._kick()
@@ -210,6 +218,11 @@ class Settler:
     @property
     def queued(self) -> int:
         return len(self._queue)
+
+    @property
+    def uncommitted(self) -> int:
+        """Settlements queued or being written, not yet committed."""
+        return len(self._inflight)
 
     # --- the writer -------------------------------------------------------------------------
 
@@ -253,7 +266,14 @@ class Settler:
         self.batch_sizes.append(len(batch))
         self.batches_committed += 1
         self.settlements_committed += len(batch)
+        metrics = self.metrics
+        now = self.clock.seconds() if metrics is not None else 0.0
         for item, result in zip(batch, results, strict=True):
+            if metrics is not None:
+                record = item.record
+                metrics.settled(record.endpoint, record.status, record.cost_nanos,
+                                result["charged_nanos"], item.row, result["duplicate"],
+                                max(0.0, now - item.queued_at))
             self.wallets.settled(item.token, result["balance_after_nanos"],
                                  result["spent_after_nanos"], result["quota_nanos"],
                                  charged_nanos=result["charged_nanos"])
@@ -297,6 +317,8 @@ class Settler:
             log.critical("settlement {id} abandoned after {a} attempts: {e}",
                          id=item.record.request_id, a=attempt + 1, e=failure.getErrorMessage())
             self.wallets.settled(item.token)
+            if self.metrics is not None:
+                self.metrics.settlement_failed()
             self._finish(item, Failure(SettlementFailed(failure.getErrorMessage())))
             self._writing = False
             self._kick()

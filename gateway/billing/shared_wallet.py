@@ -110,6 +110,10 @@ class SharedWallets:
         self._renew_interval = renew_interval
         self._remove_recovered: Callable[[], None] | None = None
 
+    @property
+    def open_reservations(self) -> int:
+        return len(self._held)
+
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:

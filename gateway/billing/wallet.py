@@ -119,6 +119,10 @@ class WalletBook(Protocol):
 
     def forget_all_users(self) -> None: ...
 
+    @property
+    def open_reservations(self) -> int:
+        """Reservations this process holds now (a metrics gauge)."""
+
     def stop(self) -> Deferred[None]:
         """On shutdown, after the last settlement: fires once nothing is left to tell."""
 
@@ -131,6 +135,10 @@ class Wallets:
         self._users: dict[int, _Account] = {}
         self._keys: dict[int, _Account] = {}
         self._held: dict[str, Reservation] = {}
+
+    @property
+    def open_reservations(self) -> int:
+        return len(self._held)
 
     # --- requests ---------------------------------------------------------------------------
 

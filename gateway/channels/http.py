@@ -336,6 +336,8 @@ class UpstreamResponse:
         self._aborted_early = False
         #: how many times pause() actually paused the transport (tests assert backpressure)
         self.pause_count = 0
+        #: clock time the first body byte arrived (None until then): time to first byte
+        self.first_body_at: float | None = None
 
     def header(self, name: bytes) -> bytes | None:
         values = self.headers.getRawHeaders(name)
@@ -405,7 +407,9 @@ class _BodyProtocol(TwistedProtocol):
     def dataReceived(self, data: bytes) -> None:
         if self.finished:
             return
-        self._last_data = self._clock.seconds()
+        self._last_data = now = self._clock.seconds()
+        if self._owner.first_body_at is None:
+            self._owner.first_body_at = now
         self._sink.data_received(data)
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]

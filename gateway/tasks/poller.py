@@ -33,6 +33,9 @@ from gateway.upstream_url import join, json_headers
 
 log = Logger()
 MAX_STATUS_BODY = 4 << 20
+#: a task's kind -> the ``family`` label of ``lockgate_task_poller_backlog``
+_BACKLOG_FAMILY = {"image": "images", "video": "videos", "artjob": "artjob",
+                   "clipgen2": "clipgen2"}
 
 
 class TaskPoller:
@@ -61,6 +64,8 @@ class TaskPoller:
         self._round: Deferred[None] | None = None
         self._again = False
         self._running = False
+        #: tasks of this round not yet recorded, per metrics family (kind image -> images)
+        self.polling: dict[str, int] = {}
         #: totals for stats and tests
         self.polls = 0
         self.rounds = 0
@@ -161,11 +166,15 @@ class TaskPoller:
                 return
 
     async def _one(self, task: dict[str, Any], owner: str, now: datetime) -> None:
+        family = _BACKLOG_FAMILY.get(task["kind"], "other")
+        self.polling[family] = self.polling.get(family, 0) + 1
         try:
             await self._poll(task, owner, now)
         except Exception:
             log.failure("polling task {id} failed", id=task["id"])
             await self._retry_later(task, owner, now)
+        finally:
+            self.polling[family] -= 1
 
     async def _poll(self, task: dict[str, Any], owner: str, now: datetime) -> None:
         ctx = self.ctx

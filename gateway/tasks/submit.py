@@ -129,14 +129,17 @@ class TaskCall(GatewayCall):
                       body: dict[str, Any]) -> Any:
         url = join(channel.base_url, path)
         guard_url(self.ctx, url)
+        self._attempt_began(channel.id)
         self._pending = self.ctx.upstream.request(
-            b"POST", url, json_headers(channel_type, channel.api_key), orjson.dumps(body),
+            b"POST", url, self._traced(json_headers(channel_type, channel.api_key)),
+            orjson.dumps(body),
             first_byte_timeout=self.ctx.timeouts.first_byte)
         try:
             response = await self._pending
         except UpstreamBlocked:
             raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
+            self._attempt_error = exc
             self.ctx.health.record_failure(channel.id, str(exc), None)
             raise errors.upstream_failed() from None
         finally:
