@@ -34,5 +34,5 @@ def watch(metrics: GatewayMetrics, gateway: GatewayContext, tasks: TaskPoller,
     sources.settlement_queue_depth = lambda: settler.uncommitted
     sources.task_backlog = lambda: tasks.polling
     if not isinstance(state, MemoryState):
-        # ``available`` is the shared state's own verdict on Redis (absent: not known yet)
-        sources.shared_state_up = lambda: getattr(state, "available", None)
+        # ``available`` is the shared state's own verdict on Redis
+        sources.shared_state_up = lambda: state.available
