@@ -16,11 +16,12 @@ Reachability is tracked (``available``) so that a lost Redis costs callers nothi
 state has been up, a command issued while Redis is known to be down fails at once with
 ``RedisUnavailable`` instead of waiting for a connection (admission then answers 503 at once
 and ``/readyz`` says so).  Redis is known down from the moment the command pool has no
-connection, the subscriber has none (or has not re-subscribed yet), or a command went
-unanswered for ``timeout`` seconds (default 1.5) and a PING sent then went unanswered too (a
-hung Redis, whose sockets stay open); in the last case a PING every half second finds out when
-it answers again.  Before the first
-connection, commands wait for it (bounded by the timeout), as start-up relies on.
+connection or the subscriber has none (or has not re-subscribed yet) -- a stopped or
+restarted Redis closes them -- and when a heartbeat PING, sent every half second, goes
+unanswered for 1.5 s: a hung Redis keeps its sockets open.  Then the pool's connections are
+dropped too, so that commands waiting on them fail now rather than at their own ``timeout``
+(default 5 s); it counts as back once a PING is answered again.  Before the first connection,
+commands wait for it (bounded by the timeout), as start-up relies on.
 
 Every return to ``available`` after the first calls the ``on_recovered`` callbacks: bus
 messages sent while a node was cut off are lost, so listeners reload what they cache.  They run
@@ -41,7 +42,6 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import txredisapi
-from twisted.internet import defer
 from twisted.internet.defer import Deferred, FirstError, fail, gatherResults, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.ssl import Certificate, optionsForClientTLS
@@ -56,8 +56,10 @@ log = Logger()
 
 DEFAULT_PREFIX = "lockgate:"
 
-#: seconds between PINGs while Redis stopped answering on open connections
-PROBE_INTERVAL = 0.5
+#: seconds between heartbeat PINGs, and how long one may go unanswered before Redis counts as
+#: down (with the interval: a hung Redis is noticed within 2 s)
+HEARTBEAT_INTERVAL = 0.5
+HEARTBEAT_TIMEOUT = 1.5
 
 
 class RedisUnavailable(SharedStateUnavailable, txredisapi.ConnectionError):
@@ -152,7 +154,7 @@ class RedisState:
         password: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         pool_size: int = 4,
-        timeout: float = 1.5,
+        timeout: float = 5.0,
         tls: bool = False,
         ca_file: str | None = None,
     ) -> None:
@@ -180,10 +182,13 @@ class RedisState:
         self._subscriber: Any = None
         #: the subscriber has re-subscribed every channel since it (re)connected
         self._subscriber_ready = False
-        #: a command went unanswered on an open connection; cleared by the next PING answered
+        #: a heartbeat PING went unanswered; cleared by the next one answered
         self._stalled = False
-        self._prober = LoopingCall(self._probe)
-        self._prober.clock = reactor
+        self._beating = False
+        self._pings = 0
+        self._verdict: Any = None
+        self._heartbeat = LoopingCall(self._beat)
+        self._heartbeat.clock = reactor
         self._available = False
         self._ever_available = False
         self._recovered_callbacks: list[Callable[[], None]] = []
@@ -266,6 +271,7 @@ class RedisState:
             return
         if not self._ever_available:
             self._ever_available = True
+            self._heartbeat.start(HEARTBEAT_INTERVAL, now=False)
             return
         log.info("Redis reachable again")
         for callback in list(self._recovered_callbacks):
@@ -274,36 +280,54 @@ class RedisState:
             except Exception:
                 log.failure("a Redis recovery callback failed")
 
-    def _command_failed(self, failure: Failure) -> Failure:
-        # one slow reply may be a busy process rather than a hung Redis: a PING decides
-        if failure.check(defer.TimeoutError, TimeoutError, txredisapi.TimeoutError) \
-                and self._available and not self._prober.running:
-            self._prober.start(PROBE_INTERVAL, now=True).addErrback(
-                lambda f: log.failure("Redis probe failed", f))
-        return failure
+    def _beat(self) -> None:
+        """One heartbeat: PING (unless one is still out) and judge it ``HEARTBEAT_TIMEOUT``
+        later.  The verdict waits one more reactor turn, so that a process that was busy for a
+        while reads a PONG already received before it calls Redis hung."""
+        if self._stopped or self._beating or self._commands_factory.size == 0:
+            return
+        self._beating = True
+        self._pings += 1
+        this = self._pings
+        ping: Deferred[Any] = self._commands.ping()
+        self._verdict = self._reactor.callLater(HEARTBEAT_TIMEOUT, self._verdict_due)
 
-    def _probe(self) -> Deferred[None] | None:
-        """PING until Redis answers; unanswered, Redis counts as down (``_stalled``)."""
-        if self._stopped:
-            self._prober.stop()
-            return None
-        d: Deferred[Any] = self._commands.ping()
-        d.addTimeout(self._timeout, self._reactor)
+        def finished() -> None:
+            if this == self._pings:  # a late answer to an older PING leaves this one alone
+                self._beating = False
+                self._cancel_verdict()
 
         def answered(_: Any) -> None:
-            if self._prober.running:
-                self._prober.stop()
+            finished()
             if self._stalled:
                 self._stalled = False
                 self._reachability_changed()
 
-        def unanswered(_: Any) -> None:
-            if not self._stalled:
-                self._stalled = True
-                self._reachability_changed()
+        def lost(_: Any) -> None:
+            # the connection went; the pool's size tells, and the next beat asks again
+            finished()
 
-        d.addCallbacks(answered, unanswered)
-        return d
+        ping.addCallbacks(answered, lost)
+
+    def _cancel_verdict(self) -> None:
+        if self._verdict is not None and self._verdict.active():
+            self._verdict.cancel()
+        self._verdict = None
+
+    def _verdict_due(self) -> None:
+        self._verdict = self._reactor.callLater(0, self._judge)
+
+    def _judge(self) -> None:
+        self._verdict = None
+        if not self._beating or self._stopped:
+            return  # answered (or lost) meanwhile
+        self._beating = False
+        if not self._stalled:
+            self._stalled = True
+            self._reachability_changed()
+        # commands waiting on the hung connections fail now (503) instead of at their timeout
+        for conn in list(self._commands_factory.pool):
+            conn.transport.abortConnection()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -341,8 +365,9 @@ class RedisState:
             return _follow(self._stopping)
         self._stopped = True
         self._reachability_changed()
-        if self._prober.running:
-            self._prober.stop()
+        if self._heartbeat.running:
+            self._heartbeat.stop()
+        self._cancel_verdict()
         if self._starting is not None:
             self._starting.cancel()
         waiters, self._settled_waiters = self._settled_waiters, []
@@ -409,8 +434,7 @@ class RedisState:
         included) by the timeout."""
         if self._ever_available and not self._available:
             return fail(RedisUnavailable("Redis is unreachable"))
-        d = send(*args).addTimeout(self._timeout, self._reactor)
-        return d.addErrback(self._command_failed)
+        return send(*args).addTimeout(self._timeout, self._reactor)
 
     # -- bus -------------------------------------------------------------------------------
 
