@@ -45,21 +45,16 @@ import txredisapi
 from twisted.internet.defer import Deferred, FirstError, fail, gatherResults, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.ssl import Certificate, optionsForClientTLS
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gateway.state import redis_scripts
 from gateway.state.protocol import SharedStateUnavailable, WindowVerdict
+from gateway.state.redis_heartbeat import Heartbeat
 
 log = Logger()
 
 DEFAULT_PREFIX = "lockgate:"
-
-#: seconds between heartbeat PINGs, and how long one may go unanswered before Redis counts as
-#: down (with the interval: a hung Redis is noticed within 2 s)
-HEARTBEAT_INTERVAL = 0.5
-HEARTBEAT_TIMEOUT = 1.5
 
 
 class RedisUnavailable(SharedStateUnavailable, txredisapi.ConnectionError):
@@ -182,13 +177,9 @@ class RedisState:
         self._subscriber: Any = None
         #: the subscriber has re-subscribed every channel since it (re)connected
         self._subscriber_ready = False
-        #: a heartbeat PING went unanswered; cleared by the next one answered
-        self._stalled = False
-        self._beating = False
-        self._pings = 0
-        self._verdict: Any = None
-        self._heartbeat = LoopingCall(self._beat)
-        self._heartbeat.clock = reactor
+        self._heartbeat = Heartbeat(
+            reactor, self._commands.ping, lambda: self._commands_factory.size > 0,
+            changed=self._reachability_changed, hang_up=self._drop_connections)
         self._available = False
         self._ever_available = False
         self._recovered_callbacks: list[Callable[[], None]] = []
@@ -244,7 +235,7 @@ class RedisState:
 
     @property
     def available(self) -> bool:
-        """True while Redis answers: commands connected, subscriber subscribed, no stall."""
+        """True while Redis answers: commands connected, subscriber subscribed, not hung."""
         return self._available
 
     def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
@@ -261,7 +252,7 @@ class RedisState:
     def _reachability_changed(self) -> None:
         now = (not self._stopped and self._commands_factory.size > 0
                and self._subscriber is not None and self._subscriber_ready
-               and not self._stalled)
+               and not self._heartbeat.hung)
         if now == self._available:
             return
         self._available = now
@@ -271,7 +262,7 @@ class RedisState:
             return
         if not self._ever_available:
             self._ever_available = True
-            self._heartbeat.start(HEARTBEAT_INTERVAL, now=False)
+            self._heartbeat.start()
             return
         log.info("Redis reachable again")
         for callback in list(self._recovered_callbacks):
@@ -280,52 +271,8 @@ class RedisState:
             except Exception:
                 log.failure("a Redis recovery callback failed")
 
-    def _beat(self) -> None:
-        """One heartbeat: PING (unless one is still out) and judge it ``HEARTBEAT_TIMEOUT``
-        later.  The verdict waits one more reactor turn, so that a process that was busy for a
-        while reads a PONG already received before it calls Redis hung."""
-        if self._stopped or self._beating or self._commands_factory.size == 0:
-            return
-        self._beating = True
-        self._pings += 1
-        this = self._pings
-        ping: Deferred[Any] = self._commands.ping()
-        self._verdict = self._reactor.callLater(HEARTBEAT_TIMEOUT, self._verdict_due)
-
-        def finished() -> None:
-            if this == self._pings:  # a late answer to an older PING leaves this one alone
-                self._beating = False
-                self._cancel_verdict()
-
-        def answered(_: Any) -> None:
-            finished()
-            if self._stalled:
-                self._stalled = False
-                self._reachability_changed()
-
-        def lost(_: Any) -> None:
-            # the connection went; the pool's size tells, and the next beat asks again
-            finished()
-
-        ping.addCallbacks(answered, lost)
-
-    def _cancel_verdict(self) -> None:
-        if self._verdict is not None and self._verdict.active():
-            self._verdict.cancel()
-        self._verdict = None
-
-    def _verdict_due(self) -> None:
-        self._verdict = self._reactor.callLater(0, self._judge)
-
-    def _judge(self) -> None:
-        self._verdict = None
-        if not self._beating or self._stopped:
-            return  # answered (or lost) meanwhile
-        self._beating = False
-        if not self._stalled:
-            self._stalled = True
-            self._reachability_changed()
-        # commands waiting on the hung connections fail now (503) instead of at their timeout
+    def _drop_connections(self) -> None:
+        """Redis hangs: commands waiting on the pool fail now (503), not at their timeout."""
         for conn in list(self._commands_factory.pool):
             conn.transport.abortConnection()
 
@@ -365,9 +312,7 @@ class RedisState:
             return _follow(self._stopping)
         self._stopped = True
         self._reachability_changed()
-        if self._heartbeat.running:
-            self._heartbeat.stop()
-        self._cancel_verdict()
+        self._heartbeat.stop()
         if self._starting is not None:
             self._starting.cancel()
         waiters, self._settled_waiters = self._settled_waiters, []
