@@ -273,7 +273,9 @@ class SharedWallets:
 
     async def restore(self) -> int:
         """Put this process's holds back into Redis (after it was lost); returns how many
-        were missing."""
+        were missing.  A hold given back over another pooled connection at the same moment
+        may be counted again: it is never renewed after, so the sweep takes it within the
+        lease (that can only refuse early, never admit too much)."""
         members = [member for _, member in self._held.values()] + list(self._pending)
         expires = self._expires_ms()
         restored = 0

@@ -16,11 +16,12 @@ Reachability is tracked (``available``) so that a lost Redis costs callers nothi
 state has been up, a command issued while Redis is known to be down fails at once with
 ``RedisUnavailable`` instead of waiting for a connection (admission then answers 503 at once
 and ``/readyz`` says so).  Redis is known down from the moment the command pool has no
-connection, the subscriber has none (or has not re-subscribed yet), or a command went
-unanswered for ``timeout`` seconds (default 1.5) and a PING sent then went unanswered too (a
-hung Redis, whose sockets stay open); in the last case a PING every half second finds out when
-it answers again.  Before the first
-connection, commands wait for it (bounded by the timeout), as start-up relies on.
+connection or the subscriber has none (or has not re-subscribed yet) -- a stopped or
+restarted Redis closes them -- and when a heartbeat PING, sent every half second, goes
+unanswered for 1.5 s: a hung Redis keeps its sockets open.  Then the pool's connections are
+dropped too, so that commands waiting on them fail now rather than at their own ``timeout``
+(default 5 s); it counts as back once a PING is answered again.  Before the first connection,
+commands wait for it (bounded by the timeout), as start-up relies on.
 
 Every return to ``available`` after the first calls the ``on_recovered`` callbacks: bus
 messages sent while a node was cut off are lost, so listeners reload what they cache.  They run
@@ -41,23 +42,19 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import txredisapi
-from twisted.internet import defer
 from twisted.internet.defer import Deferred, FirstError, fail, gatherResults, succeed
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.ssl import Certificate, optionsForClientTLS
-from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gateway.state import redis_scripts
 from gateway.state.protocol import SharedStateUnavailable, WindowVerdict
+from gateway.state.redis_heartbeat import Heartbeat
 
 log = Logger()
 
 DEFAULT_PREFIX = "lockgate:"
-
-#: seconds between PINGs while Redis stopped answering on open connections
-PROBE_INTERVAL = 0.5
 
 
 class RedisUnavailable(SharedStateUnavailable, txredisapi.ConnectionError):
@@ -152,7 +149,7 @@ class RedisState:
         password: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         pool_size: int = 4,
-        timeout: float = 1.5,
+        timeout: float = 5.0,
         tls: bool = False,
         ca_file: str | None = None,
     ) -> None:
@@ -180,10 +177,9 @@ class RedisState:
         self._subscriber: Any = None
         #: the subscriber has re-subscribed every channel since it (re)connected
         self._subscriber_ready = False
-        #: a command went unanswered on an open connection; cleared by the next PING answered
-        self._stalled = False
-        self._prober = LoopingCall(self._probe)
-        self._prober.clock = reactor
+        self._heartbeat = Heartbeat(
+            reactor, self._commands.ping, lambda: self._commands_factory.size > 0,
+            changed=self._reachability_changed, hang_up=self._drop_connections)
         self._available = False
         self._ever_available = False
         self._recovered_callbacks: list[Callable[[], None]] = []
@@ -239,7 +235,7 @@ class RedisState:
 
     @property
     def available(self) -> bool:
-        """True while Redis answers: commands connected, subscriber subscribed, no stall."""
+        """True while Redis answers: commands connected, subscriber subscribed, not hung."""
         return self._available
 
     def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
@@ -256,7 +252,7 @@ class RedisState:
     def _reachability_changed(self) -> None:
         now = (not self._stopped and self._commands_factory.size > 0
                and self._subscriber is not None and self._subscriber_ready
-               and not self._stalled)
+               and not self._heartbeat.hung)
         if now == self._available:
             return
         self._available = now
@@ -266,6 +262,7 @@ class RedisState:
             return
         if not self._ever_available:
             self._ever_available = True
+            self._heartbeat.start()
             return
         log.info("Redis reachable again")
         for callback in list(self._recovered_callbacks):
@@ -274,36 +271,10 @@ class RedisState:
             except Exception:
                 log.failure("a Redis recovery callback failed")
 
-    def _command_failed(self, failure: Failure) -> Failure:
-        # one slow reply may be a busy process rather than a hung Redis: a PING decides
-        if failure.check(defer.TimeoutError, TimeoutError, txredisapi.TimeoutError) \
-                and self._available and not self._prober.running:
-            self._prober.start(PROBE_INTERVAL, now=True).addErrback(
-                lambda f: log.failure("Redis probe failed", f))
-        return failure
-
-    def _probe(self) -> Deferred[None] | None:
-        """PING until Redis answers; unanswered, Redis counts as down (``_stalled``)."""
-        if self._stopped:
-            self._prober.stop()
-            return None
-        d: Deferred[Any] = self._commands.ping()
-        d.addTimeout(self._timeout, self._reactor)
-
-        def answered(_: Any) -> None:
-            if self._prober.running:
-                self._prober.stop()
-            if self._stalled:
-                self._stalled = False
-                self._reachability_changed()
-
-        def unanswered(_: Any) -> None:
-            if not self._stalled:
-                self._stalled = True
-                self._reachability_changed()
-
-        d.addCallbacks(answered, unanswered)
-        return d
+    def _drop_connections(self) -> None:
+        """Redis hangs: commands waiting on the pool fail now (503), not at their timeout."""
+        for conn in list(self._commands_factory.pool):
+            conn.transport.abortConnection()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -341,8 +312,7 @@ class RedisState:
             return _follow(self._stopping)
         self._stopped = True
         self._reachability_changed()
-        if self._prober.running:
-            self._prober.stop()
+        self._heartbeat.stop()
         if self._starting is not None:
             self._starting.cancel()
         waiters, self._settled_waiters = self._settled_waiters, []
@@ -409,8 +379,7 @@ class RedisState:
         included) by the timeout."""
         if self._ever_available and not self._available:
             return fail(RedisUnavailable("Redis is unreachable"))
-        d = send(*args).addTimeout(self._timeout, self._reactor)
-        return d.addErrback(self._command_failed)
+        return send(*args).addTimeout(self._timeout, self._reactor)
 
     # -- bus -------------------------------------------------------------------------------
 
