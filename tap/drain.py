@@ -6,10 +6,10 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
-from twisted.web.server import Request, Site
+from twisted.web.server import Request
 
 from tap.access_log import OFF, BufferedAccessLog
-from tap.http_request import LockgateRequest
+from tap.http_channel import LockgateSite
 
 
 class InFlight:
@@ -49,12 +49,11 @@ class InFlight:
         return waiter
 
 
-class CountingSite(Site):
+class CountingSite(LockgateSite):
     """A Site that tells ``InFlight`` about every request's start and end."""
 
     def __init__(self, resource: Any, in_flight: InFlight, *, access_log: str = OFF,
                  **kwargs: Any) -> None:
-        kwargs.setdefault("requestFactory", LockgateRequest)
         super().__init__(resource, logPath=None if access_log == OFF else access_log, **kwargs)
         self.in_flight = in_flight
         self.access_log = access_log
