@@ -26,7 +26,7 @@ _IMPORT_PATHS = (b"/api/settings/import", b"/api/models/sync/", b"/api/models/pr
 _GATEWAY_PREFIXES = (b"/v1/", b"/v1beta/")
 
 #: the reason phrases of the statuses the edge answers itself
-REASONS = {400: b"Bad Request", 413: b"Content Too Large",
+REASONS = {400: b"Bad Request", 413: b"Content Too Large", 414: b"URI Too Long",
            431: b"Request Header Fields Too Large"}
 
 

@@ -6,8 +6,8 @@ without an answer when a header line is longer than 16 KiB.  This channel
 - refuses a declared ``Content-Length`` above the route family's cap as soon as the headers are
   in (413, before reading the body);
 - stops a chunked body at the cap (``LockgateRequest`` counts what it buffers);
-- answers 431 when the request line and headers exceed ``totalHeadersSize`` or ``maxHeaders``,
-  or one line exceeds ``MAX_LENGTH``;
+- answers 431 when the headers exceed ``totalHeadersSize`` or ``maxHeaders``, or one header
+  line exceeds ``MAX_LENGTH`` (414 when it is the request line);
 
 each time in the family's error shape (``tap.body_limits``).  After a refusal the rest of the
 client's upload is read and thrown away for at most ``LINGER`` seconds (so the client gets to
@@ -46,7 +46,7 @@ class LockgateChannel(HTTPChannel):
         if self._refused:
             return
         if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
-            self.refuse(431, HEADERS_TOO_LARGE, "headers_too_large")
+            self._too_long()
             return
         if self._target is None and line:
             parts = line.split(b" ")
@@ -54,7 +54,13 @@ class LockgateChannel(HTTPChannel):
         super().lineReceived(line)
 
     def lineLengthExceeded(self, line: bytes) -> None:
-        self.refuse(431, HEADERS_TOO_LARGE, "headers_too_large")
+        self._too_long()
+
+    def _too_long(self) -> None:
+        if self._target is None:  # still on the request line
+            self.refuse(414, "Request target is too long", "uri_too_long")
+        else:
+            self.refuse(431, HEADERS_TOO_LARGE, "headers_too_large")
 
     def headerReceived(self, line: bytes) -> bool:
         if self._receivedHeaderCount >= self.maxHeaders:

@@ -164,6 +164,10 @@ class BodyLimitTests(AppTestCase):
         assert gateway.status == 431, gateway
         assert gateway.json()["error"]["code"] == "headers_too_large"
 
+    async def test_over_long_request_line_answered_414(self) -> None:
+        answer, _ = await self.send("GET", "/api/user/me?q=" + "x" * 20000, {})
+        assert answer.status == 414, answer
+
     async def test_many_small_headers_answered_431(self) -> None:
         headers = {f"X-Filler-{n}": "y" for n in range(200)}
         answer, _ = await self.send("GET", "/api/user/me", headers)
