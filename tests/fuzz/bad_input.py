@@ -157,3 +157,36 @@ def bad_requests(draw: Any, endpoint: Endpoint, roles: list[str]) -> BadRequest:
                               for k, v in fields.items()}).encode()
             headers["Content-Type"] = "application/x-www-form-urlencoded"
     return BadRequest(endpoint.method, path, draw(st.sampled_from(roles)), headers, body)
+
+
+#: the values every path parameter, id-like query parameter and body field is swept with
+SWEEP_TEXTS = ["9223372036854775808", "9" * 23, "²", "--1", "-1", "0", "1e12", "\u0663"]
+SWEEP_BODY_VALUES: list[Any] = [1 << 63, -(1 << 63) - 1, "9" * 23, "²", "--1", "1e12", 1e12,
+                                1e300, -1, [], {}, "x"]
+SWEEP_QUERY_NAMES = ["page", "page_size", "user_id", "channel_id", "user_channel_id",
+                     "api_key_id", "id", "start_time", "end_time", "from", "to"]
+
+
+def sweep(endpoint: Endpoint, role: str) -> list[BadRequest]:
+    """Known-bad requests for ``endpoint``, deterministic: every path parameter with each
+    ``SWEEP_TEXTS`` value; for GETs, the query parameters with 64-bit-plus and Unicode-digit
+    values; for bodies, every known field at once with each ``SWEEP_BODY_VALUES`` value."""
+    requests: list[BadRequest] = []
+    params = endpoint.params
+    for text in SWEEP_TEXTS if params else []:
+        path = "".join(piece if isinstance(piece, str) else quote(text, safe="")
+                       for piece in endpoint.pieces)
+        requests.append(BadRequest(endpoint.method, path, role,
+                                   {"Content-Type": "application/json"},
+                                   b"{}" if endpoint.method != "GET" else None))
+    base = "".join(piece if isinstance(piece, str) else "1" for piece in endpoint.pieces)
+    if endpoint.method == "GET":
+        for text in ("9" * 23, "9223372036854775808", "²", "--1"):
+            query = urlencode({name: text for name in SWEEP_QUERY_NAMES})
+            requests.append(BadRequest("GET", f"{base}?{query}", role))
+    else:
+        for value in SWEEP_BODY_VALUES:
+            body = _dumps({name: value for name in FIELD_NAMES})
+            requests.append(BadRequest(endpoint.method, base, role,
+                                       {"Content-Type": "application/json"}, body))
+    return requests
