@@ -88,27 +88,36 @@ class UserCache:
         if user_id in self._loading:
             self._loading[user_id].append(waiter)
             return waiter
-        self._loading[user_id] = [waiter]
+        waiters = self._loading[user_id] = [waiter]
         generation, started = self._generation, self._clock.seconds()
+
+        def done() -> list[Deferred[GatewayUser | None]]:
+            if self._loading.get(user_id) is waiters:
+                del self._loading[user_id]
+            return waiters
 
         def loaded(user: GatewayUser | None) -> None:
             if generation == self._generation:
                 self._entries[user_id] = (started, user)
                 if len(self._entries) > self._max:
                     self._entries.popitem(last=False)
-            for each in self._loading.pop(user_id, []):
+            for each in done():
                 each.callback(user)
 
         def failed(failure: Any) -> None:
-            for each in self._loading.pop(user_id, []):
+            for each in done():
                 each.errback(failure)
 
         self._db.transaction(load_user, user_id).addCallbacks(loaded, failed)
         return waiter
 
     async def _invalidate(self, detail: bytes) -> None:
+        # a load already under way may have read the old row: callers from now on wait for a
+        # fresh one (those already waiting asked before the change)
         self._generation += 1
         if detail.isdigit():
             self._entries.pop(int(detail), None)
+            self._loading.pop(int(detail), None)
         else:
             self._entries.clear()
+            self._loading.clear()
