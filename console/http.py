@@ -19,6 +19,8 @@ from twisted.python.failure import Failure
 from twisted.web.iweb import IRequest
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
+from console.path_ids import MAX_ID, IdConverter, UnusableId
+
 log = Logger()
 
 TYPE_BY_STATUS = {
@@ -140,6 +142,7 @@ def json_route(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Deferred
     def wrapper(self: Any, request: IRequest, *args: Any, **kwargs: Any) -> Deferred[bytes]:
         async def run() -> bytes:
             try:
+                _check_path_ids(kwargs)
                 result = await handler(self, request, *args, **kwargs)
             except ApiError as error:
                 for name, value in error.headers.items():
@@ -159,6 +162,12 @@ def json_route(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Deferred
     return wrapper
 
 
+def _check_path_ids(kwargs: dict[str, Any]) -> None:
+    for name, value in kwargs.items():
+        if isinstance(value, UnusableId):
+            raise bad_request(f"Invalid {name}: ids are at most {MAX_ID}", field=name)
+
+
 def _not_found(_instance: Any, request: IRequest, _failure: Failure) -> bytes:
     return write_json(request, 404, {"error": "Not found", "type": "not_found"})
 
@@ -171,6 +180,7 @@ def make_app() -> Klein:
     """A Klein app whose unmatched paths and methods answer in the console's JSON shape."""
     app = Klein()
     app.url_map.strict_slashes = False
+    app.url_map.converters["int"] = IdConverter
     app.handle_errors(NotFound)(_not_found)  # type: ignore[arg-type]
     app.handle_errors(MethodNotAllowed)(_not_allowed)  # type: ignore[arg-type]
     return app

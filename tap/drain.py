@@ -16,12 +16,12 @@ import orjson
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.web.resource import Resource
-from twisted.web.server import Request, Site
+from twisted.web.server import Request
 
 from gateway import errors
 from tap.access_log import OFF, BufferedAccessLog
 from tap.health import DrainingReadyz
-from tap.http_request import LockgateRequest
+from tap.http_channel import LockgateSite
 
 #: paths a draining process still serves normally (``/readyz`` answers "draining")
 _STILL_SERVED = (b"/healthz", b"/metrics")
@@ -100,13 +100,12 @@ class DrainingRefusal(Resource):
                              "type": "service_unavailable"})
 
 
-class CountingSite(Site):
+class CountingSite(LockgateSite):
     """A Site that tells ``InFlight`` about every request's start and end, and turns new
     requests away while draining."""
 
     def __init__(self, resource: Any, in_flight: InFlight, *, access_log: str = OFF,
                  **kwargs: Any) -> None:
-        kwargs.setdefault("requestFactory", LockgateRequest)
         super().__init__(resource, logPath=None if access_log == OFF else access_log, **kwargs)
         self.in_flight = in_flight
         self.access_log = access_log

@@ -72,7 +72,7 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
     gateway = GatewayContext(
         reactor=ctx.reactor, clock=ctx.clock, db=ctx.db, state=ctx.state,
         settings=ctx.settings, catalog=ctx.catalog, keys=ctx.keys, key_hasher=ctx.key_hasher,
-        tokens=ctx.tokens, users=UserCache(ctx.db, ctx.invalidation), wallets=wallets,
+        tokens=ctx.tokens, users=UserCache(ctx.db, ctx.invalidation, ctx.clock), wallets=wallets,
         settler=settler,
         upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256,
                                 policy=LivePolicy(ctx.settings)),

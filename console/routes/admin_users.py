@@ -17,7 +17,7 @@ from console.http import bad_request, json_route, make_app, read_object
 from console.services import catalog_tx
 from console.services.registration import clean_email, clean_username
 from console.user_view import user_view
-from console.validation import MISSING, Body
+from console.validation import MISSING, Body, page_value
 from gateway.billing.money import to_nanos
 from gateway.invalidation import USERS
 from gateway.store import user_admin as store
@@ -34,10 +34,7 @@ def _arg(request: Any, name: str) -> str | None:
     return text or None
 
 
-def _positive(text: str | None, default: int) -> int:
-    if text is None or not text.isdigit() or int(text) <= 0:
-        return default
-    return int(text)
+
 
 
 def user_changes(body: Body) -> dict[str, Any]:
@@ -81,8 +78,8 @@ class AdminUserRoutes:
         page_arg, size_arg = _arg(request, "page"), _arg(request, "page_size")
         search = _arg(request, "search")
         paged = page_arg is not None or size_arg is not None or search is not None
-        page = _positive(page_arg, 1)
-        size = min(_positive(size_arg, DEFAULT_PAGE_SIZE), MAX_PAGE_SIZE)
+        page = page_value(page_arg, 1, "page")
+        size = min(page_value(size_arg, DEFAULT_PAGE_SIZE, "page_size"), MAX_PAGE_SIZE)
         result = await self.ctx.db.transaction(
             store.list_users, search, page if paged else None, size if paged else None)
         items = [user_view(user, relations) for user, relations in result["users"]]

@@ -12,7 +12,7 @@ from typing import Any
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, not_found, read_object
 from console.user_view import timestamp
-from console.validation import MISSING, Body
+from console.validation import MISSING, Body, id_value
 from gateway.store import announcements as store
 
 TITLE_MAX = 120
@@ -49,9 +49,7 @@ def announcement_values(body: Body) -> dict[str, Any]:
 
 
 def parse_id(raw: str) -> int:
-    if not raw.isdigit() or int(raw) <= 0:
-        raise bad_request("Invalid announcement id")
-    return int(raw)
+    return id_value(raw, "id", "Invalid announcement id")
 
 
 class AnnouncementRoutes:

@@ -20,6 +20,7 @@ from console.services.check_in import (
 )
 from console.services.log_query import ENVELOPE_PARAMS, query_value
 from console.services.redeem import after_balance_change
+from console.validation import page_value
 from gateway.billing.money import format_decimal, format_nanos
 from gateway.store import check_ins as store
 
@@ -38,12 +39,6 @@ def _date_bound(value: str | None) -> str | None:
     return head
 
 
-def _positive(value: str | None, default: int) -> int:
-    try:
-        number = int(value) if value is not None else default
-    except ValueError:
-        return default
-    return number if number > 0 else default
 
 
 class CheckInRoutes:
@@ -83,8 +78,8 @@ class CheckInRoutes:
         start = _date_bound(query_value(request, "from", "start_date", "start_time"))
         end = _date_bound(query_value(request, "to", "end_date", "end_time"))
         envelope = any(query_value(request, name) is not None for name in ENVELOPE_PARAMS)
-        page = _positive(query_value(request, "page"), 1) if envelope else 1
-        size = (min(_positive(query_value(request, "page_size"), DEFAULT_PAGE_SIZE),
+        page = page_value(query_value(request, "page"), 1, "page") if envelope else 1
+        size = (min(page_value(query_value(request, "page_size"), DEFAULT_PAGE_SIZE, "page_size"),
                     MAX_PAGE_SIZE) if envelope else PLAIN_LIMIT)
         result = await self.ctx.db.transaction(store.records, user["id"], start, end, page, size)
         items = [record_view(r) for r in result["items"]]

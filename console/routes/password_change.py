@@ -4,7 +4,9 @@ With SMTP configured the change needs a code mailed to the account's own address
 works for accounts that never had a password, e.g. OIDC-only); without SMTP it needs the current
 password.  The code is spent, the password replaced and the token version bumped in one
 transaction, so every token issued before the change stops working (contract weakness 12) and
-a code cannot be used twice.  The caller gets a fresh token.  Both POST routes are rate limited
+a code cannot be used twice.  The change is announced on the USERS channel so every node's
+gateway user cache drops the old token version at once (issue 15: the old JWT kept working on
+/v1).  The caller gets a fresh token.  Both POST routes are rate limited
 per user and per IP (the origin limited neither).
 """
 
@@ -21,6 +23,7 @@ from console.http import ApiError, bad_request, json_route, make_app, read_objec
 from console.routes.email_code import mail_failed
 from console.services import email_codes, registration, throttle
 from console.services.mailer import MailError, smtp_configured
+from gateway.invalidation import USERS
 from gateway.store import schema
 from gateway.store import users as user_store
 
@@ -101,6 +104,7 @@ class PasswordChangeRoutes:
                                   field="email_code")
         else:
             changed = await self._change_with_current(user, body, new_password, now)
+        await self.ctx.invalidation.announce(USERS, str(user["id"]).encode())
         return {"message": "Password updated", "token": self.ctx.issue_token(changed)}
 
     async def _change_with_current(self, user: dict[str, Any], body: dict[str, Any],

@@ -21,6 +21,7 @@ from console.services.payments import (
     order_view,
     personal_mode,
 )
+from console.validation import page_value
 from gateway.store import orders
 
 NOT_FOUND = "Payment order not found"
@@ -31,12 +32,6 @@ ENVELOPE_PARAMS = ("page", "page_size", "from", "to", "start_time", "end_time", 
                    "end_date")
 
 
-def _positive(text: str | None, default: int) -> int:
-    try:
-        number = int(text) if text is not None else default
-    except ValueError:
-        return default
-    return number if number > 0 else default
 
 
 def site_base(request: IRequest) -> str:
@@ -80,8 +75,8 @@ class PaymentRoutes:
             rows, _total = await self.ctx.db.transaction(
                 orders.list_for_user, user["id"], limit=PLAIN_LIMIT)
             return [order_view(row, with_url=False) for row in rows]
-        page = _positive(query_value(request, "page"), 1)
-        size = min(_positive(query_value(request, "page_size"), DEFAULT_PAGE_SIZE),
+        page = page_value(query_value(request, "page"), 1, "page")
+        size = min(page_value(query_value(request, "page_size"), DEFAULT_PAGE_SIZE, "page_size"),
                    MAX_PAGE_SIZE)
         rows, total = await self.ctx.db.transaction(
             orders.list_for_user, user["id"], limit=size, offset=(page - 1) * size,

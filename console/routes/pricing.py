@@ -15,6 +15,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app
+from console.validation import optional_id
 from gateway.billing.money import NANO
 from gateway.billing.pricing import PRICE_NAMES, QUOTA_TOKENS, multiply
 from gateway.catalog import wire
@@ -124,11 +125,7 @@ class PricingRoutes:
     async def pricing(self, request: Any) -> dict[str, Any]:
         if not self.ctx.settings.flag("pricing_endpoint_enabled"):
             raise ApiError(404, "Not found")
-        raw = (request.args.get(b"user_channel_id") or [b""])[0].decode("latin-1").strip()
-        user_channel_id: int | None = None
-        if raw:
-            if not raw.isdigit():
-                raise ApiError(400, "Invalid user_channel_id", field="user_channel_id")
-            user_channel_id = int(raw)
+        raw = (request.args.get(b"user_channel_id") or [b""])[0].decode("utf-8", "replace")
+        user_channel_id = optional_id(raw, "user_channel_id")
         data = pricing_data(self.ctx.catalog.snapshot, user_channel_id)
         return {"success": True, "message": "", "data": data}

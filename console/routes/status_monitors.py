@@ -15,7 +15,7 @@ from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
 from console.services import catalog_tx
 from console.user_view import timestamp
-from console.validation import MISSING, Body
+from console.validation import MISSING, Body, id_value
 from gateway.monitors import HTTP, TCP, MonitorRunner, TargetError, check_target
 from gateway.net_policy import UrlPolicy
 from gateway.store import monitors as store
@@ -99,9 +99,7 @@ def monitor_view(monitor: dict[str, Any]) -> dict[str, Any]:
 
 
 def monitor_id(raw: str) -> int:
-    if not raw.isdigit() or int(raw) <= 0:
-        raise bad_request("Invalid status monitor id")
-    return int(raw)
+    return id_value(raw, "id", "Invalid status monitor id")
 
 
 class StatusMonitorRoutes:

@@ -19,6 +19,7 @@ from twisted.web.iweb import IRequest
 
 from console.http import bad_request
 from console.user_view import timestamp
+from console.validation import optional_id, page_value
 from gateway.billing.money import format_nanos
 from gateway.store.schema import USAGE_TOKEN_FIELDS
 from gateway.store.usage_queries import LogFilter, list_logs
@@ -51,21 +52,8 @@ def query_value(request: IRequest, *names: str) -> str | None:
     return None
 
 
-def _positive(text: str | None, default: int) -> int:
-    try:
-        number = int(text) if text is not None else default
-    except ValueError:
-        return default
-    return number if number > 0 else default
-
-
 def _id(request: IRequest, name: str) -> int | None:
-    text = query_value(request, name)
-    if text is None:
-        return None
-    if not text.isdigit() or int(text) <= 0:
-        raise bad_request(f"Invalid {name}", field=name)
-    return int(text)
+    return optional_id(query_value(request, name), name)
 
 
 def parse_time(text: str, *, end: bool) -> datetime:
@@ -122,9 +110,9 @@ def parse_log_query(request: IRequest, *, user_id: int | None = None,
     )
     names = ADMIN_ENVELOPE_PARAMS if admin else ENVELOPE_PARAMS
     envelope = any(query_value(request, name) is not None for name in names)
-    page_size = min(_positive(query_value(request, "page_size"), DEFAULT_PAGE_SIZE),
+    page_size = min(page_value(query_value(request, "page_size"), DEFAULT_PAGE_SIZE, "page_size"),
                     MAX_PAGE_SIZE)
-    return LogQuery(flt, _positive(query_value(request, "page"), 1), page_size, envelope)
+    return LogQuery(flt, page_value(query_value(request, "page"), 1, "page"), page_size, envelope)
 
 
 async def answer(ctx: Any, query: LogQuery) -> Any:

@@ -28,8 +28,10 @@ from twisted.logger import Logger
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request
+from console.path_ids import MAX_ID
 from console.services import catalog_tx
 from console.services.catalog_views import provider_name
+from console.validation import integer_text
 from gateway.invalidation import CATALOG
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.store import schema
@@ -53,9 +55,10 @@ MAX_ITEMS = 5000
 
 
 async def load_channel(ctx: ConsoleContext, channel_id: Any) -> dict[str, Any]:
-    if isinstance(channel_id, str) and channel_id.strip().isdigit():
-        channel_id = int(channel_id.strip())
-    if isinstance(channel_id, bool) or not isinstance(channel_id, int) or channel_id <= 0:
+    if isinstance(channel_id, str):
+        channel_id = integer_text(channel_id)
+    if (isinstance(channel_id, bool) or not isinstance(channel_id, int) or channel_id <= 0
+            or channel_id > MAX_ID):
         raise bad_request("Channel is required", field="channel_id")
     return await catalog_tx.run(ctx, fetch_row, schema.channels, channel_id, CHANNEL_NOT_FOUND)
 

@@ -11,8 +11,9 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 NANO = Decimal("0.000000001")
 NANOS_PER_UNIT = 1_000_000_000
-#: largest amount accepted from a client (1e12 units): keeps nano-units inside a signed 64-bit int
-MAX_AMOUNT = Decimal(10) ** 12
+#: largest amount accepted from a client (1e9 units = 1e18 nano-units): a BIGINT holds about
+#: 9.2e18, so one such amount -- and a sum of a few -- still fits (1e12, the old bound, did not)
+MAX_AMOUNT = Decimal(10) ** 9
 
 
 class AmountError(ValueError):

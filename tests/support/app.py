@@ -20,11 +20,10 @@ from twisted.internet.task import Clock, deferLater
 from twisted.protocols.policies import WrappingFactory
 from twisted.trial.unittest import TestCase
 from twisted.web.client import HTTPConnectionPool
-from twisted.web.server import Site
 
 from console.services.passwords import Passwords
 from tap.app import Lockgate
-from tap.http_request import LockgateRequest
+from tap.http_channel import LockgateSite
 from tap.secrets import Secrets
 from tests.support.postgres import postgres_url
 
@@ -69,7 +68,7 @@ class AppTestCase(TestCase):
             self.database_url = f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
         self.app = self.open_app()
         self.addCleanup(self.app.close)
-        self.site_factory = WrappingFactory(Site(self.app.root, requestFactory=LockgateRequest))
+        self.site_factory = WrappingFactory(LockgateSite(self.app.root))
         self.port = reactor.listenTCP(0, self.site_factory, interface="127.0.0.1")
         self.addCleanup(self._close_server_connections)
         self.addCleanup(self.port.stopListening)
