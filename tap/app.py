@@ -135,6 +135,7 @@ class Lockgate:
         if self.tasks is not None:
             await self.tasks.stop()
         await self.gateway.settler.flush()
+        await self.gateway.health.flush()
         await self.gateway.wallets.stop()
         await self.gateway.upstream.close()
 

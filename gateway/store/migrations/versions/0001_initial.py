@@ -175,6 +175,8 @@ def upgrade() -> None:
     sa.Column('pricing_formula', sa.Text(), server_default=sa.text("''"), nullable=False),
     sa.Column('status', sa.Integer(), server_default=sa.text('0'), nullable=False),
     sa.Column('error_message', sa.Text(), server_default=sa.text("''"), nullable=False),
+    sa.Column('upstream_status', sa.Integer(), nullable=True),
+    sa.Column('failure_reason', sa.Text(), server_default=sa.text("''"), nullable=False),
     sa.Column('ip', sa.String(length=64), server_default='', nullable=False),
     sa.Column('user_agent', sa.Text(), server_default=sa.text("''"), nullable=False),
     sa.Column('created_at', gateway.store.types.UTCDateTime(), nullable=False),
