@@ -53,6 +53,13 @@ _SHARED = ipaddress.ip_network("100.64.0.0/10")
 _NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+$")
 
 
+#: the refusal of a private address says which settings allow one (a newcomer's first local
+#: upstream is refused by default and the message is all they see)
+PRIVATE_REFUSED = ("private or loopback address is not allowed (to allow it set "
+                   "ssrf_allow_private_networks to true, or list the host in ssrf_allowed_hosts, "
+                   "with PUT /api/settings)")
+
+
 class UnsafeUrl(ValueError):
     """The URL may not be used as an upstream; the message says why."""
 
@@ -149,7 +156,7 @@ def check_address(host: str, address: str | Address, policy: UrlPolicy) -> None:
     if reason:
         raise UnsafeUrl(f"{reason} is not allowed")
     if _is_private(ip) and not policy.allow_private and not policy.host_listed(host.lower(), ip):
-        raise UnsafeUrl("private or loopback address is not allowed")
+        raise UnsafeUrl(PRIVATE_REFUSED)
 
 
 def check_url(url: str, policy: UrlPolicy) -> str:
@@ -183,7 +190,7 @@ def check_url(url: str, policy: UrlPolicy) -> str:
             raise UnsafeUrl("cloud metadata host is not allowed")
         local = host == "localhost" or host.endswith(".localhost")
         if local and not policy.allow_private and not policy.host_listed(host):
-            raise UnsafeUrl("private or loopback address is not allowed")
+            raise UnsafeUrl(PRIVATE_REFUSED)
         return text
     check_address(host, address, policy)
     return text

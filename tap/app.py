@@ -104,8 +104,7 @@ class Lockgate:
             passwords=passwords, addresses=addresses, throttle=Throttle(state, addresses),
             sessions=Sessions(db, tokens), invalidation=invalidation,
             key_hasher=KeyHasher(secrets.api_key_hmac_key), catalog=catalog, keys=keys,
-            node_name=(node_name if node_name is not None
-                       else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
+            node_name=(node_name or "").strip(),
         )
         gateway = build_gateway(ctx)
         tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}",

@@ -8,11 +8,14 @@ in ``--help``.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
 from twisted.python import usage
+
+from tap.version import version_line
 
 DEFAULT_LISTEN = "tcp:8080:interface=127.0.0.1"
 DEFAULT_DATABASE = "sqlite:///lockgate.sqlite3"
@@ -27,6 +30,7 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "trusted-proxies": ("LOCKGATE_TRUSTED_PROXIES", ""),
     "db-threads": ("LOCKGATE_DB_THREADS", None),
     "access-log": ("LOCKGATE_ACCESS_LOG", "-"),
+    "node-name": ("LOCKGATE_NODE_NAME", ""),
 }
 
 
@@ -58,6 +62,9 @@ class Options(usage.Options):
          "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed."],
         ["db-threads", None, None,
          "Database worker threads (default 1 for SQLite, 8 otherwise)."],
+        ["node-name", None, None,
+         "This process's name in a fleet (shown as current_node_name in the settings; names "
+         "the owner of the async tasks it polls). Default: empty (pid<n> for tasks)."],
         ["access-log", None, None,
          "Where the combined-format access log goes: '-' (default) standard output, a file "
          "path (appended), or 'off'. Lines are written in blocks, at least once a second."],
@@ -75,6 +82,11 @@ class Options(usage.Options):
         self["listen"].append(endpoint)
 
     opt_l = opt_listen
+
+    def opt_version(self) -> None:
+        """Print Lockgate's version and exit."""
+        print(version_line())
+        sys.exit(0)
 
     def postOptions(self) -> None:
         resolve(self, os.environ)
@@ -161,6 +173,7 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
     elif access_log != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(access_log))):
         raise usage.UsageError(f"access-log: no directory for {access_log!r}")
     options["access-log"] = access_log
+    options["node-name"] = str(options.get("node-name") or "").strip()
     if options.get("db-threads") is not None:
         try:
             threads = int(options["db-threads"])

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from twisted.application import strports
 from twisted.application.service import IService, MultiService
-from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.defer import Deferred, DeferredList, ensureDeferred
 from twisted.logger import Logger
 
 from tap.access_log import redacting_log_formatter
@@ -15,6 +16,7 @@ from tap.drain import CountingSite, InFlight
 from tap.interpreter_tuning import tune_interpreter
 from tap.options import Options
 from tap.secrets import load_or_create
+from tap.startup_report import report_opened, report_setup
 from tap.state_factory import open_state
 
 log = Logger()
@@ -31,6 +33,7 @@ class LockgateService(MultiService):
         self.in_flight = InFlight()
 
     def startService(self) -> None:
+        secret_created = not os.path.exists(self.options["secret-file"])
         secrets = load_or_create(self.options["secret-file"])
         state = open_state(self.reactor, self.options.get("redis"))
         self.app = Lockgate.open(
@@ -38,7 +41,9 @@ class LockgateService(MultiService):
             trusted_proxies=self.options.get("trusted-proxies") or "",
             db_threads=self.options.get("db-threads"),
             run_migrations=not self.options.get("no-migrate"),
+            node_name=self.options.get("node-name") or "",
         )
+        report_opened(self.options, secret_created)
         d = state.start()
         d.addCallback(lambda _: self._listen())
         d.addErrback(self._failed)
@@ -49,10 +54,12 @@ class LockgateService(MultiService):
         site = CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter,
                             access_log=self.options["access-log"])
         site.displayTracebacks = False
+        site.noisy = False  # no "Starting factory" lines; report_setup says what listens
         for endpoint in self.options["listen"]:
             strports.service(endpoint, site).setServiceParent(self)
         MultiService.startService(self)
-        log.info("Lockgate listening on {endpoints}", endpoints=", ".join(self.options["listen"]))
+        ensureDeferred(report_setup(self.app.db, self.options["listen"])).addErrback(
+            lambda failure: log.failure("start-up report failed", failure))
 
     def _failed(self, failure: Any) -> None:
         log.failure("Lockgate failed to start", failure)

@@ -52,7 +52,6 @@ from twisted.web.client import (
     URI,
     Agent,
     BrowserLikePolicyForHTTPS,
-    HTTPConnectionPool,
     ResponseDone,
 )
 from twisted.web.http import PotentialDataLoss
@@ -61,6 +60,7 @@ from twisted.web.iweb import UNKNOWN_LENGTH, IAgentEndpointFactory, IResponse
 from zope.interface import implementer
 
 from gateway.bytes_body import BytesBody
+from gateway.channels.quiet_pool import QuietHTTPConnectionPool
 
 
 class UpstreamError(Exception):
@@ -157,7 +157,7 @@ class UpstreamClient:
                  max_concurrent_per_host: int | None = None, connect_timeout: float = 10,
                  cached_connection_timeout: float = 240, tls_policy: Any = None) -> None:
         self._clock = clock if clock is not None else reactor
-        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._pool = QuietHTTPConnectionPool(reactor, persistent=True)
         self._pool.maxPersistentPerHost = max_persistent_per_host
         self._pool.cachedConnectionTimeout = cached_connection_timeout  # type: ignore[assignment]
         endpoints = _CachedEndpoints(reactor, tls_policy or BrowserLikePolicyForHTTPS(),

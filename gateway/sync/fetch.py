@@ -22,12 +22,13 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
 from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.python.failure import Failure
-from twisted.web.client import URI, Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
+from twisted.web.client import URI, Agent, BrowserLikePolicyForHTTPS
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgentEndpointFactory, IResponse
 from zope.interface import implementer
 
 from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
+from gateway.channels.quiet_pool import QuietHTTPConnectionPool
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_address, literal_address
 
 USER_AGENT = b"Lockgate/1.0 (+sync; status)"
@@ -106,7 +107,7 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
     before the body is complete.  With ``read_body`` false the body is discarded unread and the
     connection closed as soon as the headers arrived.
     """
-    pool = HTTPConnectionPool(reactor, persistent=False)
+    pool = QuietHTTPConnectionPool(reactor, persistent=False)
     all_headers = Headers({b"user-agent": [USER_AGENT]})
     for name, value in (headers or {}).items():
         all_headers.setRawHeaders(name.encode("latin-1"), [value.encode("latin-1")])

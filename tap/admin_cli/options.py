@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from twisted.python import usage
 
 from console.services.settings_transfer import SECTIONS
 from tap.options import DEFAULT_DATABASE, DEFAULT_SECRET_FILE, resolve
+from tap.version import version_line
 
 _PASSWORD_FILE = ["password-file", "p", None,
                   "Read the new password from this file (first line); default: prompt twice, "
@@ -105,6 +107,11 @@ class AdminOptions(usage.Options):
         ["verify-ledger", None, VerifyLedger, "Recompute balances and key quotas; report "
          "differences."],
     ]
+
+    def opt_version(self) -> None:
+        """Print Lockgate's version and exit."""
+        print(version_line())
+        sys.exit(0)
 
     def postOptions(self) -> None:
         if self.subCommand is None:
