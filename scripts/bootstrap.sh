@@ -8,11 +8,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=".venv/.installed-${1:-base}"
-if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   target="."
   [ -n "${1:-}" ] && target=".[$1]"
   # compat mode puts the repo root on sys.path so twistd finds twisted/plugins/lockgate.py
-  .venv/bin/python -m pip install -q -e "$target" --config-settings editable_mode=compat
+  # every transitive dependency pinned by constraints.txt (regenerate: bash scripts/lock.sh)
+  .venv/bin/python -m pip install -q -c constraints.txt -e "$target" \
+    --config-settings editable_mode=compat
   touch "$stamp"
 fi
