@@ -26,6 +26,7 @@ from gateway.channels.http import UpstreamResponse
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, Verdict, global_identity
+from gateway.log_context import REQUEST_ID
 from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.relay import StreamWriter
@@ -77,6 +78,7 @@ class GatewayCall(ABC):
             self._response.abort()
 
     async def run(self) -> None:
+        REQUEST_ID.set(self.log.request_id)  # this call's context only (gateway.log_context)
         try:
             await self._serve()
         except GatewayError as error:

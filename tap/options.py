@@ -31,6 +31,7 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "db-threads": ("LOCKGATE_DB_THREADS", None),
     "access-log": ("LOCKGATE_ACCESS_LOG", "-"),
     "node-name": ("LOCKGATE_NODE_NAME", ""),
+    "log-format": ("LOCKGATE_LOG_FORMAT", "human"),
 }
 
 
@@ -62,6 +63,10 @@ class Options(usage.Options):
          "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed."],
         ["db-threads", None, None,
          "Database worker threads (default 1 for SQLite, 8 otherwise)."],
+        ["log-format", None, None,
+         "'human' (default) or 'json': one JSON object per log event and line, with the "
+         "request_id on every line a gateway call causes (the access log is separate: "
+         "give --access-log a file or 'off' to keep standard output pure JSON)."],
         ["node-name", None, None,
          "This process's name in a fleet (shown as current_node_name in the settings; names "
          "the owner of the async tasks it polls). Default: empty (pid<n> for tasks)."],
@@ -174,6 +179,10 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
         raise usage.UsageError(f"access-log: no directory for {access_log!r}")
     options["access-log"] = access_log
     options["node-name"] = str(options.get("node-name") or "").strip()
+    log_format = str(options["log-format"]).strip().lower()
+    if log_format not in ("human", "json"):
+        raise usage.UsageError("log-format must be 'human' or 'json'")
+    options["log-format"] = log_format
     if options.get("db-threads") is not None:
         try:
             threads = int(options["db-threads"])

@@ -14,6 +14,7 @@ from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight
 from tap.interpreter_tuning import tune_interpreter
+from tap.json_log import install
 from tap.options import Options
 from tap.secrets import load_or_create
 from tap.startup_report import report_opened, report_setup
@@ -31,6 +32,8 @@ class LockgateService(MultiService):
         self.reactor = reactor
         self.app: Lockgate | None = None
         self.in_flight = InFlight()
+        #: twistd's own options (``--logfile``, ``-n``), when run by twistd
+        self.twistd_options: Any = None
 
     def startService(self) -> None:
         secret_created = not os.path.exists(self.options["secret-file"])
@@ -47,6 +50,12 @@ class LockgateService(MultiService):
         d = state.start()
         d.addCallback(lambda _: self._listen())
         d.addErrback(self._failed)
+
+    def setServiceParent(self, parent: Any) -> Any:
+        # twistd attaches us to its application before it starts logging: the moment to
+        # choose the log observer (``tap.json_log``)
+        install(parent, self.options.get("log-format", "human"), self.twistd_options)
+        return super().setServiceParent(parent)
 
     def _listen(self) -> None:
         assert self.app is not None
@@ -81,4 +90,6 @@ class LockgateService(MultiService):
 def makeService(options: Options) -> MultiService:
     from twisted.internet import reactor
 
-    return LockgateService(dict(options), reactor)
+    service = LockgateService(dict(options), reactor)
+    service.twistd_options = getattr(options, "parent", None)
+    return service

@@ -190,6 +190,16 @@ class TwistdPluginTests(TestCase):
         assert f"secret file {secret} (existing)" in second.output()
         assert "First-run setup is pending" not in second.output()
 
+    def test_json_log_format_writes_one_object_per_line(self) -> None:
+        server = self.start("--log-format", "json", "--access-log", "off")
+        server.wait_until_healthy()
+        assert server.request("GET", "/api/setup/status") == (200, {"required": True})
+        assert server.stop() == CLEAN_EXIT, server.output()
+        events = [json.loads(line) for line in server.output().splitlines()]
+        formats = [event.get("log_format", "") for event in events]
+        assert any(f.startswith("First-run setup is pending") for f in formats), formats
+        assert events[-1]["log_format"] == "Server Shut Down.", events[-1]
+
     def test_help_lists_the_options(self) -> None:
         result = subprocess.run([TWISTD, "lockgate", "--help"], capture_output=True,
                                 cwd=self.directory, env=clean_environment(), timeout=60,
@@ -199,6 +209,7 @@ class TwistdPluginTests(TestCase):
         for option in ("--listen", "--database", "--secret-file", "--redis", "--config",
                        "--shutdown-grace", "--trusted-proxies", "--db-threads",
                        "--no-migrate", "--access-log", "--node-name", "--version",
+                       "--log-format",
                        "LOCKGATE_"):
             assert option in text, option
         version = subprocess.run([TWISTD, "lockgate", "--version"], capture_output=True,

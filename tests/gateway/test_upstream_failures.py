@@ -56,7 +56,9 @@ class EchoingFailure(Resource):
             "echo": {"messages": sent["messages"]}}})
 
 
-class UpstreamFailureVisibilityTests(GatewayTestCase):
+class UpstreamFailureCase(GatewayTestCase):
+    """A provisioned gateway whose channel points at an ``EchoingFailure`` upstream."""
+
     async def _provision_failing(self, status: int) -> EchoingFailure:
         upstream = EchoingFailure()
         upstream.status = status
@@ -98,6 +100,8 @@ class UpstreamFailureVisibilityTests(GatewayTestCase):
         found: dict[str, Any] = response.json()
         return found
 
+
+class UpstreamFailureVisibilityTests(UpstreamFailureCase):
     async def test_upstream_500_is_logged_counted_and_explained_to_the_admin(self) -> None:
         await self._provision_failing(500)
         events = self._capture_log()
