@@ -27,6 +27,7 @@ from gateway.channels.http import CutByShutdown, UpstreamResponse
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, Verdict, global_identity
+from gateway.log_context import REQUEST_ID
 from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.observability.outcomes import attempt_outcome
@@ -111,6 +112,7 @@ class GatewayCall(ABC):
     async def run(self) -> None:
         self.ctx.calls.opened(self)
         failed = True
+        REQUEST_ID.set(self.log.request_id)  # this call's context only (gateway.log_context)
         try:
             await self._serve()
             failed = False

@@ -15,6 +15,10 @@ Three ways a channel stops receiving traffic, and how each one ends:
   is called once (the composition root stores ``channels.auto_disabled_at``/``_reason`` and
   announces the catalog so every node drops the channel).  It comes back only when an admin
   re-enables it; ``reset`` then clears this node's memory of it.
+- **Failure counts** (persisted through the injected ``HealthJournal``): every failure that
+  counts here also adds one to ``channels.consecutive_failures`` with its reason and time, and
+  the first success after failures sets it back to zero -- so the operator and every process
+  see them (``GET /api/channels``), while the cooldown decision itself stays in memory.
 - **Admin-disabled** (``channels.enabled`` false): not a candidate at all, never considered
   here, and never comes back by itself.
 
@@ -32,9 +36,13 @@ from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from gateway.health_journal import HealthJournal
+
 log = Logger()
 
 AutoDisable = Callable[[int, str], Coroutine[Any, Any, None]]
+#: the failure count the database held when the catalog was last loaded
+PersistedFailures = Callable[[int], int]
 
 #: upstream statuses that mean our channel credential failed
 CREDENTIAL_FAILURES = frozenset({401, 403})
@@ -61,12 +69,18 @@ class ChannelHealth:
         failures_before_cooldown: int = 3,
         cooldown_seconds: float = 30,
         on_auto_disable: AutoDisable | None = None,
+        journal: HealthJournal | None = None,
+        persisted_failures: PersistedFailures | None = None,
     ) -> None:
         self._clock = clock
         self._threshold = max(1, failures_before_cooldown)
         self._cooldown = cooldown_seconds
         self._on_auto_disable = on_auto_disable
         self._channels: dict[int, ChannelState] = {}
+        self._journal = journal
+        self._persisted_failures = persisted_failures
+        #: channels whose persisted count this node has set to zero since their last failure
+        self._cleared: set[int] = set()
 
     def state(self, channel_id: int) -> ChannelState:
         """A copy of the channel's state (a fresh one for a channel never seen)."""
@@ -89,7 +103,15 @@ class ChannelHealth:
     def record_success(self, channel_id: int) -> None:
         found = self._channels.get(channel_id)
         if found is None:
+            if (self._journal is not None and self._persisted_failures is not None
+                    and channel_id not in self._cleared
+                    and self._persisted_failures(channel_id)):
+                self._cleared.add(channel_id)
+                self._journal.recovered(channel_id)
             return
+        if self._journal is not None:
+            self._cleared.add(channel_id)
+            self._journal.recovered(channel_id)
         found.consecutive_failures = 0
         found.cooling_until = 0.0
         if not found.auto_disabled:
@@ -109,6 +131,9 @@ class ChannelHealth:
         found = self._channels.setdefault(channel_id, ChannelState())
         found.last_failure_at = self._clock.seconds()
         found.last_failure_reason = reason
+        if self._journal is not None:
+            self._cleared.discard(channel_id)
+            self._journal.failed(channel_id, reason)
         if status in CREDENTIAL_FAILURES:
             return self._auto_disable(channel_id, found, reason)
         found.consecutive_failures += 1
@@ -132,6 +157,10 @@ class ChannelHealth:
 
         done.addErrback(failed)
         return done
+
+    def flush(self) -> Deferred[None]:
+        """Fires once every failure count recorded so far is persisted."""
+        return self._journal.flush() if self._journal is not None else succeed(None)
 
     def reset(self, channel_id: int) -> None:
         """Forget the channel (an admin re-enabled it, or it was edited or deleted)."""

@@ -96,6 +96,9 @@ class RequestLog:
     status: int = 200
     error_message: str = ""
     first_byte_at: float | None = None
+    #: the last failed attempt's upstream status and reason (``gateway.upstream_failure``)
+    upstream_status: int | None = None
+    failure_reason: str = ""
 
     def record(self, now: float, created_at: datetime) -> SettlementRecord:
         cost = None
@@ -112,6 +115,7 @@ class RequestLog:
             model_name=self.model_name, endpoint=self.endpoint, is_stream=self.is_stream,
             status=0 if self.status < 400 else self.status,
             error_message=self.error_message[:512],
+            upstream_status=self.upstream_status, failure_reason=self.failure_reason[:512],
             response_time_ms=int((now - self.started) * 1000),
             first_response_time_ms=int((first - self.started) * 1000),
             user_channel_id=candidate.user_channel.id if candidate else None,

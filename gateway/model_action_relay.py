@@ -24,6 +24,7 @@ from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError
 from gateway.context import GatewayContext
 from gateway.protocols.estimate import estimate_texts
 from gateway.request_io import read_body, write_json_bytes
+from gateway.upstream_failure import report_status, report_transport
 from gateway.upstream_url import join, json_headers, relayable_headers
 
 ACTIONS = ("countTokens", "embedContent", "batchEmbedContents")
@@ -100,15 +101,16 @@ class ModelActionRelayCall(GatewayCall):
             raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
             self._attempt_error = exc
-            self.ctx.health.record_failure(channel.id, str(exc), None)
+            report_transport(self.ctx.health, self.log, channel, exc)
             raise errors.upstream_failed() from None
         finally:
             self._pending = None
         self._response = response
         if response.code >= 400:
-            with contextlib.suppress(UpstreamError):
-                await response.read_all(1 << 20, idle_timeout=30)
-            self.ctx.health.record_failure(channel.id, f"HTTP {response.code}", response.code)
+            refusal = b""
+            with contextlib.suppress(UpstreamError, BodyTooLarge):
+                refusal = await response.read_all(1 << 20, idle_timeout=30)
+            report_status(self.ctx.health, self.log, channel, response.code, refusal)
             raise errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
         self.ctx.health.record_success(channel.id)
         try:

@@ -67,6 +67,13 @@ PRIVATE_REFUSED = ("private or loopback address is not allowed (allowed by the s
                    "ssrf_allow_private_networks or ssrf_allowed_hosts)")
 
 
+#: the refusal of a private address says which settings allow one (a newcomer's first local
+#: upstream is refused by default and the message is all they see)
+PRIVATE_REFUSED = ("private or loopback address is not allowed (to allow it set "
+                   "ssrf_allow_private_networks to true, or list the host in ssrf_allowed_hosts, "
+                   "with PUT /api/settings)")
+
+
 class UnsafeUrl(ValueError):
     """The URL may not be used as an upstream; the message says why."""
 

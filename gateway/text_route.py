@@ -38,6 +38,7 @@ from gateway.protocols.translate import Translator, make_translator
 from gateway.relay import EventRelay, StreamWriter
 from gateway.request_io import read_body, write_json_bytes
 from gateway.sse import PING
+from gateway.upstream_failure import report_status, report_transport
 from gateway.upstream_url import join, json_headers, relayable_headers
 
 #: largest non-streamed upstream answer we buffer
@@ -142,13 +143,13 @@ class TextCall(GatewayCall):
                 self.log.status = 499
                 self.log.error_message = "client disconnected"
                 return
-            ctx.health.record_failure(channel.id, str(exc), None)
+            report_transport(ctx.health, self.log, channel, exc)
             raise _Failover(errors.upstream_failed()) from None
         finally:
             self._pending = None
         self._response = response
         if response.code >= 400:
-            await self._upstream_refused(response, channel.id)
+            await self._upstream_refused(response, channel)
         ctx.health.record_success(channel.id)
         if client_request.stream:
             await self._relay_stream(translator, response)
@@ -164,11 +165,12 @@ class TextCall(GatewayCall):
         """Client headers a same-protocol upstream should see (none by default, §6.1)."""
         return None
 
-    async def _upstream_refused(self, response: UpstreamResponse, channel_id: int) -> None:
-        with contextlib.suppress(UpstreamError):
-            await response.read_all(1 << 20, idle_timeout=30)
+    async def _upstream_refused(self, response: UpstreamResponse, channel: Any) -> None:
+        body = b""
+        with contextlib.suppress(UpstreamError, BodyTooLarge):
+            body = await response.read_all(1 << 20, idle_timeout=30)
         status = response.code
-        self.ctx.health.record_failure(channel_id, f"HTTP {status}", status)
+        report_status(self.ctx.health, self.log, channel, status, body)
         error = errors.from_upstream(status, upstream_header(response, b"retry-after"))
         if routing.retryable(routing.Outcome(routing.STATUS, status=status)):
             raise _Failover(error)

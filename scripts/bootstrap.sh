@@ -8,12 +8,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=".venv/.installed-${1:-base}"
-if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   target="."
   [ -n "${1:-}" ] && target=".[$1]"
   # setup.cfg's package_dir "=." makes the editable install a plain path entry for the
-  # checkout, so twistd finds twisted/plugins/lockgate.py there (no compat mode needed)
-  .venv/bin/python -m pip install -q -e "$target"
+  # checkout, so twistd finds twisted/plugins/lockgate.py there (no compat mode needed);
+  # every transitive dependency pinned by constraints.txt (regenerate: bash scripts/lock.sh)
+  .venv/bin/python -m pip install -q -c constraints.txt -e "$target"
   touch "$stamp"
 fi

@@ -111,8 +111,7 @@ class Lockgate:
             passwords=passwords, addresses=addresses, throttle=Throttle(state, addresses),
             sessions=Sessions(db, tokens), invalidation=invalidation,
             key_hasher=KeyHasher(secrets.api_key_hmac_key), catalog=catalog, keys=keys,
-            node_name=(node_name if node_name is not None
-                       else os.environ.get("LOCKGATE_NODE_NAME", "").strip()),
+            node_name=(node_name or "").strip(),
         )
         families = open_metrics(catalog) if metrics else None
         gateway = build_gateway(ctx, metrics=families, tracing=tracing)
@@ -145,6 +144,7 @@ class Lockgate:
         if self.tasks is not None:
             await self.tasks.stop()
         await self.gateway.settler.flush()
+        await self.gateway.health.flush()
         await self.gateway.wallets.stop()
         await self.gateway.upstream.close()
         if self.gateway.tracing is not None:

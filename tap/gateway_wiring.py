@@ -15,6 +15,7 @@ from gateway.channels.http import UpstreamClient
 from gateway.channels.safe_connect import LivePolicy
 from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.health import ChannelHealth
+from gateway.health_journal import HealthJournal
 from gateway.invalidation import CATALOG, EVERYTHING, KEYS, USERS
 from gateway.limits import GatewayLimiter
 from gateway.observability.metrics import GatewayMetrics
@@ -59,7 +60,13 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
 
     ctx.invalidation.on(USERS, users_changed)
     ctx.invalidation.on(KEYS, keys_changed)
-    health = ChannelHealth(ctx.clock, on_auto_disable=auto_disable)
+    def persisted_failures(channel_id: int) -> int:
+        channel = ctx.catalog.snapshot.channels.get(channel_id)
+        return channel.consecutive_failures if channel is not None else 0
+
+    health = ChannelHealth(ctx.clock, on_auto_disable=auto_disable,
+                           journal=HealthJournal(ctx.db, ctx.now),
+                           persisted_failures=persisted_failures)
 
     async def catalog_changed(_detail: bytes) -> None:
         # a channel re-enabled or recovered on any node must be routable here again too

@@ -8,11 +8,14 @@ in ``--help``.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
 from twisted.python import usage
+
+from tap.version import version_line
 
 DEFAULT_LISTEN = "tcp:8080:interface=127.0.0.1"
 DEFAULT_DATABASE = "sqlite:///lockgate.sqlite3"
@@ -29,6 +32,8 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "access-log": ("LOCKGATE_ACCESS_LOG", "-"),
     "metrics-listen": ("LOCKGATE_METRICS_LISTEN", None),
     "otlp-endpoint": ("LOCKGATE_OTLP_ENDPOINT", None),
+    "node-name": ("LOCKGATE_NODE_NAME", ""),
+    "log-format": ("LOCKGATE_LOG_FORMAT", "human"),
 }
 
 
@@ -60,6 +65,13 @@ class Options(usage.Options):
          "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed."],
         ["db-threads", None, None,
          "Database worker threads (default 1 for SQLite, 8 otherwise)."],
+        ["log-format", None, None,
+         "'human' (default) or 'json': one JSON object per log event and line, with the "
+         "request_id on every line a gateway call causes (the access log is separate: "
+         "give --access-log a file or 'off' to keep standard output pure JSON)."],
+        ["node-name", None, None,
+         "This process's name in a fleet (shown as current_node_name in the settings; names "
+         "the owner of the async tasks it polls). Default: empty (pid<n> for tasks)."],
         ["access-log", None, None,
          "Where the combined-format access log goes: '-' (default) standard output, a file "
          "path (appended), or 'off'. Lines are written in blocks, at least once a second."],
@@ -83,6 +95,11 @@ class Options(usage.Options):
         self["listen"].append(endpoint)
 
     opt_l = opt_listen
+
+    def opt_version(self) -> None:
+        """Print Lockgate's version and exit."""
+        print(version_line())
+        sys.exit(0)
 
     def postOptions(self) -> None:
         resolve(self, os.environ)
@@ -179,6 +196,11 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
     endpoint = options.get("otlp-endpoint")
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise usage.UsageError("otlp-endpoint must be an http:// or https:// URL")
+    options["node-name"] = str(options.get("node-name") or "").strip()
+    log_format = str(options["log-format"]).strip().lower()
+    if log_format not in ("human", "json"):
+        raise usage.UsageError("log-format must be 'human' or 'json'")
+    options["log-format"] = log_format
     if options.get("db-threads") is not None:
         try:
             threads = int(options["db-threads"])

@@ -23,9 +23,11 @@ from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight, within
 from tap.interpreter_tuning import tune_interpreter
+from tap.json_log import install
 from tap.metrics_listener import MeteredSite, metrics_site
 from tap.options import Options
 from tap.secrets import load_or_create
+from tap.startup_report import report_opened, report_setup
 from tap.state_factory import open_state
 
 log = Logger()
@@ -41,8 +43,11 @@ class LockgateService(MultiService):
         self.app: Lockgate | None = None
         self.in_flight = InFlight()
         self.failed_to_start = False
+        #: twistd's own options (``--logfile``, ``-n``), when run by twistd
+        self.twistd_options: Any = None
 
     def startService(self) -> None:
+        secret_created = not os.path.exists(self.options["secret-file"])
         secrets = load_or_create(self.options["secret-file"])
         state = open_state(self.reactor, self.options.get("redis"))
         self.app = Lockgate.open(
@@ -53,10 +58,18 @@ class LockgateService(MultiService):
             metrics=bool(self.options.get("metrics-listen")),
             tracing=(Tracing(self.options["otlp-endpoint"], version=BUILD_VERSION)
                      if self.options.get("otlp-endpoint") else None),
+            node_name=self.options.get("node-name") or "",
         )
+        report_opened(self.options, secret_created)
         d = state.start()
         d.addCallback(lambda _: self._listen())
         d.addErrback(self._failed)
+
+    def setServiceParent(self, parent: Any) -> Any:
+        # twistd attaches us to its application before it starts logging: the moment to
+        # choose the log observer (``tap.json_log``)
+        install(parent, self.options.get("log-format", "human"), self.twistd_options)
+        return super().setServiceParent(parent)
 
     def _listen(self) -> None:
         assert self.app is not None
@@ -68,6 +81,7 @@ class LockgateService(MultiService):
                             logFormatter=redacting_log_formatter,
                             access_log=self.options["access-log"]))
         site.displayTracebacks = False
+        site.noisy = False  # no "Starting factory" lines; report_setup says what listens
         for endpoint in self.options["listen"]:
             strports.service(endpoint, site).setServiceParent(self)
         endpoints = list(self.options["listen"])
@@ -79,6 +93,8 @@ class LockgateService(MultiService):
             endpoints.append(f"{self.options['metrics-listen']} (metrics)")
         MultiService.startService(self)
         log.info("Lockgate listening on {endpoints}", endpoints=", ".join(endpoints))
+        ensureDeferred(report_setup(self.app.db, self.options["listen"])).addErrback(
+            lambda failure: log.failure("start-up report failed", failure))
 
     def _failed(self, failure: Any) -> None:
         log.failure("Lockgate failed to start", failure)
@@ -136,4 +152,6 @@ def exit_failed() -> None:
 def makeService(options: Options) -> MultiService:
     from twisted.internet import reactor
 
-    return LockgateService(dict(options), reactor)
+    service = LockgateService(dict(options), reactor)
+    service.twistd_options = getattr(options, "parent", None)
+    return service

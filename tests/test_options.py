@@ -136,3 +136,13 @@ class OptionsTests(TestCase):
         assert config["database"] == "sqlite:///cli.db"
         assert config["redis"] == "redis://env:6379/1"
         assert config["listen"] == [DEFAULT_LISTEN]
+
+
+class NodeNameOptionTests(OptionsTests):
+    def test_node_name_from_each_layer(self) -> None:
+        assert self.parse()["node-name"] == ""
+        path = self.toml('node-name = "from-file"\n')
+        assert self.parse("--config", path)["node-name"] == "from-file"
+        self.environ["LOCKGATE_NODE_NAME"] = " from-env "
+        assert self.parse("--config", path)["node-name"] == "from-env"
+        assert self.parse("--node-name", "cli")["node-name"] == "cli"

@@ -151,6 +151,11 @@ class TwistdPluginTests(TestCase):
         assert "Traceback" not in output, output
         assert "Lockgate listening on" in output, output
         assert output.rstrip().endswith("Server Shut Down."), output
+        # the start-up log says where things are and what to do next, without factory noise
+        assert f"database sqlite:///{self.directory}/db.sqlite3" in output, output
+        assert f"secret file {secret} (created now" in output, output
+        assert "First-run setup is pending: POST /api/setup" in output, output
+        assert "Starting factory" not in output and "Stopping factory" not in output, output
         # the access log goes to standard output by default, in whole lines
         assert '"GET /api/user/me HTTP/1.1" 200' in output, output
         with self.assertRaises(OSError):
@@ -182,6 +187,18 @@ class TwistdPluginTests(TestCase):
         assert second.request("GET", "/api/setup/status") == (200, {"required": False})
         assert second.stop() == CLEAN_EXIT, second.output()
         assert "Traceback" not in second.output()
+        assert f"secret file {secret} (existing)" in second.output()
+        assert "First-run setup is pending" not in second.output()
+
+    def test_json_log_format_writes_one_object_per_line(self) -> None:
+        server = self.start("--log-format", "json", "--access-log", "off")
+        server.wait_until_healthy()
+        assert server.request("GET", "/api/setup/status") == (200, {"required": True})
+        assert server.stop() == CLEAN_EXIT, server.output()
+        events = [json.loads(line) for line in server.output().splitlines()]
+        formats = [event.get("log_format", "") for event in events]
+        assert any(f.startswith("First-run setup is pending") for f in formats), formats
+        assert events[-1]["log_format"] == "Server Shut Down.", events[-1]
 
     def test_help_lists_the_options(self) -> None:
         result = subprocess.run([TWISTD, "lockgate", "--help"], capture_output=True,
@@ -191,8 +208,15 @@ class TwistdPluginTests(TestCase):
         text = result.stdout.decode()
         for option in ("--listen", "--database", "--secret-file", "--redis", "--config",
                        "--shutdown-grace", "--trusted-proxies", "--db-threads",
-                       "--no-migrate", "--access-log", "LOCKGATE_"):
+                       "--no-migrate", "--access-log", "--node-name", "--version",
+                       "--log-format",
+                       "LOCKGATE_"):
             assert option in text, option
+        version = subprocess.run([TWISTD, "lockgate", "--version"], capture_output=True,
+                                 cwd=self.directory, env=clean_environment(), timeout=60,
+                                 check=False)
+        assert version.returncode == 0, version
+        assert version.stdout.decode().startswith("Lockgate 0.1.0 (build "), version
         listing = subprocess.run([TWISTD, "--help"], capture_output=True, cwd=self.directory,
                                  env=clean_environment(), timeout=60, check=False)
         assert "lockgate" in listing.stdout.decode()

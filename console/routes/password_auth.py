@@ -140,9 +140,12 @@ class PasswordAuthRoutes:
         await self.ctx.captcha.require(settings, body.get("captcha_token"),
                                        self.ctx.addresses.of(request))
         password = body.get("password")
-        if (not isinstance(raw_identifier, str) or not raw_identifier.strip()
-                or not isinstance(password, str) or not password):
-            raise bad_request("username/email and password are required")
+        if not isinstance(raw_identifier, str) or not raw_identifier.strip():
+            # the contract's text, and the field a client must send (a newcomer tries
+            # "username" or "email" first)
+            raise bad_request("username/email and password are required", field="identifier")
+        if not isinstance(password, str) or not password:
+            raise bad_request("username/email and password are required", field="password")
         if len(password) > 1024:
             raise ApiError(401, "invalid username/email or password", type="invalid_credentials")
         user, relations = await self.ctx.db.transaction(_login_lookup, raw_identifier.strip())

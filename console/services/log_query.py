@@ -91,6 +91,9 @@ class LogQuery:
     page: int
     page_size: int
     envelope: bool
+    #: the admin's view adds what the upstream answered (``upstream_status``,
+    #: ``failure_reason``); a user never sees another party's channel details
+    admin: bool = False
 
 
 def parse_log_query(request: IRequest, *, user_id: int | None = None,
@@ -112,7 +115,8 @@ def parse_log_query(request: IRequest, *, user_id: int | None = None,
     envelope = any(query_value(request, name) is not None for name in names)
     page_size = min(page_value(query_value(request, "page_size"), DEFAULT_PAGE_SIZE, "page_size"),
                     MAX_PAGE_SIZE)
-    return LogQuery(flt, page_value(query_value(request, "page"), 1, "page"), page_size, envelope)
+    return LogQuery(flt, page_value(query_value(request, "page"), 1, "page"), page_size, envelope,
+                    admin)
 
 
 async def answer(ctx: Any, query: LogQuery) -> Any:
@@ -120,16 +124,18 @@ async def answer(ctx: Any, query: LogQuery) -> Any:
     if not query.envelope:
         result = await ctx.db.transaction(list_logs, query.filter, limit=PLAIN_LIMIT,
                                           with_total=False)
-        return [log_view(row) for row in result["items"]]
+        return [log_view(row, admin=query.admin) for row in result["items"]]
     offset = (query.page - 1) * query.page_size
     result = await ctx.db.transaction(list_logs, query.filter, limit=query.page_size,
                                       offset=offset)
-    return {"items": [log_view(row) for row in result["items"]], "total": result["total"],
+    return {"items": [log_view(row, admin=query.admin) for row in result["items"]],
+            "total": result["total"],
             "page": query.page, "page_size": query.page_size}
 
 
-def log_view(row: dict[str, Any]) -> dict[str, Any]:
-    """One usage-log record (contract §4.4); money as decimal strings."""
+def log_view(row: dict[str, Any], *, admin: bool = False) -> dict[str, Any]:
+    """One usage-log record (contract §4.4); money as decimal strings.  The admin's view adds
+    ``upstream_status`` (null when no upstream answered) and ``failure_reason`` (issue 14)."""
     prices = row.get("prices") or {}
     view: dict[str, Any] = {
         "id": row["id"],
@@ -158,6 +164,9 @@ def log_view(row: dict[str, Any]) -> dict[str, Any]:
     view["status"] = row["status"]
     if row["error_message"]:
         view["error_message"] = row["error_message"]
+    if admin:
+        view["upstream_status"] = row.get("upstream_status")
+        view["failure_reason"] = row.get("failure_reason") or ""
     view["ip"] = row["ip"]
     view["user_agent"] = row["user_agent"]
     view["created_at"] = timestamp(row["created_at"])

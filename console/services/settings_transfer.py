@@ -47,7 +47,7 @@ from gateway.invalidation import CATALOG
 from gateway.net_policy import UrlPolicy
 from gateway.settings.catalog import SPECS
 from gateway.settings.spec import SettingError
-from gateway.settings.store import write_rows
+from gateway.settings.store import Settings, write_rows
 from gateway.store import schema
 from gateway.store.schema import OVERRIDE_PRICE_NAMES, PRICE_NAMES
 
@@ -203,7 +203,7 @@ def _name(record: Body, field: str, label: str) -> str:
     return str(value)
 
 
-def _settings_rows(ctx: ConsoleContext, doc: dict[str, Any]) -> dict[str, str]:
+def _settings_rows(settings: Settings, node_name: str, doc: dict[str, Any]) -> dict[str, str]:
     given: dict[str, Any] = {}
     for index, record in enumerate(_records(doc, "system_settings")):
         key = record.get("key")
@@ -217,23 +217,28 @@ def _settings_rows(ctx: ConsoleContext, doc: dict[str, Any]) -> dict[str, str]:
             raise bad_request(f"system_settings[{index}]: {key} is given twice", field=key)
         given[key.strip()] = record.get("value")
     try:
-        return ctx.settings.validate_update(given, node_name=ctx.node_name)
+        return settings.validate_update(given, node_name=node_name)
     except SettingError as exc:
         raise bad_request(f"system_settings: {exc}", field=exc.key) from None
 
 
 def validate_import(ctx: ConsoleContext, doc: Any) -> dict[str, Any]:
     """Check the whole document; returns the plan ``apply_import`` writes. Raises ApiError."""
+    return validate_document(ctx.settings, ctx.node_name, doc)
+
+
+def validate_document(settings: Settings, node_name: str, doc: Any) -> dict[str, Any]:
+    """``validate_import`` against given settings (``lockgate-admin import`` has no console)."""
     if not isinstance(doc, dict):
         raise bad_request("Invalid configuration file")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
         raise bad_request("Unsupported configuration export version", field="version")
     sections = parse_sections(doc.get("sections"), default_all=False)
-    policy = UrlPolicy.from_settings(ctx.settings)
+    policy = UrlPolicy.from_settings(settings)
     plan: dict[str, Any] = {"sections": sections, "settings": {}, "user_channels": [],
                             "channels": [], "models": [], "prices": [], "configs": []}
     if "system_settings" in sections:
-        plan["settings"] = _settings_rows(ctx, doc)
+        plan["settings"] = _settings_rows(settings, node_name, doc)
     if "channels" in sections:
         plan["user_channels"] = _each(doc, "user_channels",
                                       lambda r: user_channel_values(r, creating=True))

@@ -66,6 +66,9 @@ class SettlementRecord:
     is_stream: bool = False
     status: int = 200
     error_message: str = ""
+    #: admin-only detail of an upstream failure (the client saw only ``error_message``)
+    upstream_status: int | None = None
+    failure_reason: str = ""
     response_time_ms: int = 0
     first_response_time_ms: int = 0
     user_channel_id: int | None = None
@@ -105,6 +108,7 @@ class SettlementRecord:
             "prices": dict(self.prices) if self.prices is not None else None,
             "pricing_formula": cost.formula if cost else "",
             "status": self.status, "error_message": self.error_message,
+            "upstream_status": self.upstream_status, "failure_reason": self.failure_reason,
             "ip": self.ip, "user_agent": self.user_agent,
             **({"created_at": self.created_at} if self.created_at is not None else {}),
         }

@@ -56,7 +56,6 @@ from twisted.web.client import (
     URI,
     Agent,
     BrowserLikePolicyForHTTPS,
-    HTTPConnectionPool,
     ResponseDone,
 )
 from twisted.web.http import PotentialDataLoss
@@ -64,6 +63,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import UNKNOWN_LENGTH, IResponse
 
 from gateway.bytes_body import BytesBody
+from gateway.channels.quiet_pool import QuietHTTPConnectionPool
 from gateway.channels.safe_connect import (
     OPEN_POLICY,
     AddressVetter,
@@ -171,7 +171,7 @@ class UpstreamClient:
                  policy: LivePolicy | None = None, vetter: AddressVetter | None = None
                  ) -> None:
         self._clock = clock if clock is not None else reactor
-        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._pool = QuietHTTPConnectionPool(reactor, persistent=True)
         self._pool.maxPersistentPerHost = max_persistent_per_host
         self._pool.cachedConnectionTimeout = cached_connection_timeout  # type: ignore[assignment]
         #: None: no SSRF policy (protection off), but connections still go to checked addresses

@@ -34,7 +34,8 @@ CHARGE = "charge"
 REFERRAL = "referral"
 #: the usage log keeps the first 512 characters of an error (gateway contract §2)
 ERROR_MESSAGE_LIMIT = 512
-_LIMITS = {"request_id": 64, "model_name": 200, "endpoint": 100, "ip": 64}
+_LIMITS = {"request_id": 64, "model_name": 200, "endpoint": 100, "ip": 64,
+           "failure_reason": 512}
 
 
 def is_transient(exc: BaseException) -> bool:

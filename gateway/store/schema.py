@@ -310,6 +310,9 @@ usage_logs = Table(
     Column("pricing_formula", Text, nullable=False, server_default=""),
     Column("status", Integer, nullable=False, server_default=ZERO),
     Column("error_message", Text, nullable=False, server_default=""),
+    # what the upstream answered and why the channel failed (admin's view only, issue 14)
+    Column("upstream_status", Integer, nullable=True),
+    Column("failure_reason", Text, nullable=False, server_default=""),
     Column("ip", String(64), nullable=False, server_default=""),
     Column("user_agent", Text, nullable=False, server_default=""),
     Column("created_at", UTCDateTime, nullable=False),

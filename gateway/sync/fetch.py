@@ -22,12 +22,13 @@ from typing import Any
 
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.client import Agent
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
 
 from gateway.bytes_body import BytesBody
 from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
+from gateway.channels.quiet_pool import QuietHTTPConnectionPool
 from gateway.channels.safe_connect import (
     OPEN_POLICY,
     AddressVetter,
@@ -88,7 +89,7 @@ async def fetch(reactor: Any, clock: Any, url: str, *, method: str = "GET",
     connection closed as soon as the headers arrived.  ``body`` (small) is sent as the request
     body.
     """
-    pool = HTTPConnectionPool(reactor, persistent=False)
+    pool = QuietHTTPConnectionPool(reactor, persistent=False)
     all_headers = Headers({b"user-agent": [USER_AGENT]})
     for name, value in (headers or {}).items():
         if not (_header_safe(name) and _header_safe(value)):

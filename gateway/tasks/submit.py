@@ -29,6 +29,7 @@ from gateway.request_io import read_body, write_json_bytes
 from gateway.tasks import bodies, store, views
 from gateway.tasks.create import NewTask, persist
 from gateway.tasks.pricing import task_cost
+from gateway.upstream_failure import report_status, report_transport
 from gateway.upstream_url import join, json_headers
 
 MAX_ANSWER = 4 << 20
@@ -140,7 +141,7 @@ class TaskCall(GatewayCall):
             raise errors.ssrf_blocked() from None
         except UpstreamError as exc:
             self._attempt_error = exc
-            self.ctx.health.record_failure(channel.id, str(exc), None)
+            report_transport(self.ctx.health, self.log, channel, exc)
             raise errors.upstream_failed() from None
         finally:
             self._pending = None
@@ -149,10 +150,11 @@ class TaskCall(GatewayCall):
             raw = await response.read_all(MAX_ANSWER, idle_timeout=self.ctx.timeouts.stream_idle)
         except (UpstreamError, BodyTooLarge):
             if response.code >= 400:
+                report_status(self.ctx.health, self.log, channel, response.code, b"")
                 raise errors.from_upstream(response.code) from None
             raise errors.upstream_read_failed() from None
         if response.code >= 400:
-            self.ctx.health.record_failure(channel.id, f"HTTP {response.code}", response.code)
+            report_status(self.ctx.health, self.log, channel, response.code, raw)
             raise errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
         self.ctx.health.record_success(channel.id)
         content_type = (response.header(b"content-type") or b"").lower()

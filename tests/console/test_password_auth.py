@@ -63,6 +63,15 @@ class PasswordAuthTests(AppTestCase):
             assert response.status == 400, (body, response)
             assert response.json()["error"] == "username/email and password are required"
 
+    async def test_missing_identifier_is_named(self) -> None:
+        await self.setup_admin()
+        for body, field in (({"username": "admin", "password": "correct horse"}, "identifier"),
+                            ({"email": "admin@example.com", "password": "x"}, "identifier"),
+                            ({"identifier": "admin"}, "password")):
+            response = await self.call("POST", "/auth/password/login", body)
+            assert response.status == 400, (body, response)
+            assert response.json()["field"] == field, response
+
     async def test_registration_disabled(self) -> None:
         await self.setup_admin()
         await self.save(password_registration_enabled="false")

@@ -17,6 +17,7 @@ from twisted.internet.threads import deferToThread
 from gateway.billing.money import to_nanos
 from gateway.invalidation import USERS
 from gateway.store import schema
+from gateway.store.ledger_audit import audit
 from tests.support.app import AppTestCase
 from tests.support.catalog_fixtures import CatalogBuilder
 from tests.support.upstream import FakeUpstream
@@ -24,6 +25,8 @@ from tests.support.upstream import FakeUpstream
 #: prices per 1M tokens: 1000 per 1M input = 0.001 per input token; 2000 per 1M output
 INPUT_PRICE = "1000"
 OUTPUT_PRICE = "2000"
+#: the ledger kind of the funding ``set_balance`` writes (like an admin's balance change)
+FUNDING = "test_funding"
 
 
 class GatewayTestCase(AppTestCase):
@@ -63,11 +66,21 @@ class GatewayTestCase(AppTestCase):
         return {"user_id": self.user_id, "api_key": self.api_key}
 
     async def set_balance(self, user_id: int, amount: str) -> None:
+        """Set the balance the way an admin's change does: with a ledger
+        row, so that ``verify_ledger`` holds (the balance is the sum of the ledger)."""
         nanos = to_nanos(Decimal(amount))
 
         def run(conn: Any) -> None:
-            conn.execute(schema.users.update().where(schema.users.c.id == user_id)
+            users = schema.users
+            before = conn.execute(select(users.c.balance_nanos)
+                                  .where(users.c.id == user_id)).scalar_one()
+            conn.execute(users.update().where(users.c.id == user_id)
                          .values(balance_nanos=nanos))
+            if nanos != before:
+                conn.execute(schema.ledger.insert().values(
+                    user_id=user_id, kind=FUNDING, amount_nanos=nanos - before,
+                    balance_after_nanos=nanos, ref=None, memo="test funding",
+                    created_at=self.ctx.now()))
 
         await self.ctx.db.transaction(run)
         await self.ctx.invalidation.announce(USERS, str(user_id).encode())
@@ -83,10 +96,19 @@ class GatewayTestCase(AppTestCase):
             select(schema.usage_logs).order_by(schema.usage_logs.c.id)).mappings()])
 
     async def ledger_sum(self, user_id: int) -> int:
+        """What the calls moved: the sum of the user's ledger rows but the test's funding."""
         await self.gateway.settler.flush()
         return await self.ctx.db.transaction(lambda conn: conn.execute(
             select(func.coalesce(func.sum(schema.ledger.c.amount_nanos), 0))
-            .where(schema.ledger.c.user_id == user_id)).scalar_one())
+            .where(schema.ledger.c.user_id == user_id, schema.ledger.c.kind != FUNDING)
+        ).scalar_one())
+
+    async def verify_ledger(self) -> None:
+        """``lockgate-admin verify-ledger``'s check: no balance or key quota differs from
+        its recomputation from the ledger and the usage logs."""
+        await self.gateway.settler.flush()
+        differences = await self.ctx.db.transaction(audit)
+        assert differences == [], "\n".join(str(d) for d in differences)
 
     def openai_client(self, api_key: str | None = None, **kwargs: Any) -> Any:
         import openai

@@ -64,6 +64,7 @@ class ConcurrencyTests(GatewayTestCase):
         balance = await self.balance_nanos(self.user_id)
         assert balance == to_nanos(Decimal(1000) - quota)
         assert await self.ledger_sum(self.user_id) == balance - to_nanos(Decimal(1000))
+        await self.verify_ledger()
 
     async def test_balance_covering_ten_admits_at_most_ten_of_200(self) -> None:
         await self.provision(balance=str(CALL_COST * 10))
@@ -74,6 +75,7 @@ class ConcurrencyTests(GatewayTestCase):
         await self.gateway.settler.flush()
         assert await self.balance_nanos(self.user_id) == 0
         assert await self.ledger_sum(self.user_id) == -to_nanos(CALL_COST * 10)
+        await self.verify_ledger()
 
 
 class ConcurrencyOnPostgresTests(ConcurrencyTests):

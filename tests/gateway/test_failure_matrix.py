@@ -7,6 +7,7 @@ import socket
 
 import orjson
 from twisted.internet import reactor
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import deferLater
 
 from tests.gateway.gateway_case import GatewayTestCase, expected_cost_nanos
@@ -49,6 +50,11 @@ async def _until(predicate: object, seconds: float = 5.0) -> None:
 
 
 class FailureMatrixTests(GatewayTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        # every failure exit leaves balanced books (``lockgate-admin verify-ledger``'s check)
+        self.addCleanup(lambda: ensureDeferred(self.verify_ledger()))
+
     async def one_charge(self) -> dict:
         rows = await self.usage_rows()
         assert len(rows) == 1, rows

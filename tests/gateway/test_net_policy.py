@@ -126,3 +126,11 @@ def test_literal_address_forms() -> None:
     assert str(literal_address("[::ffff:10.0.0.1]")) == "10.0.0.1"
     assert literal_address("api.example.com") is None
     assert literal_address("face.cafe") is None
+
+
+def test_private_refusal_names_the_settings_that_allow_it() -> None:
+    for url in ("http://127.0.0.1:8080", "http://localhost:11434/"):
+        with pytest.raises(UnsafeUrl) as refused:
+            check_url(url, UrlPolicy())
+        assert "ssrf_allow_private_networks" in str(refused.value)
+        assert "ssrf_allowed_hosts" in str(refused.value)

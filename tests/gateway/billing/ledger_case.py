@@ -22,12 +22,23 @@ from twisted.trial.unittest import TestCase
 from gateway.billing.settlement import Settler
 from gateway.billing.wallet import Wallets
 from gateway.store import migrate, schema
+from gateway.store.ledger_audit import audit
 from gateway.store.pool import DBRunner, make_engine
 from tests.support.postgres import postgres_url
 
 NOW = datetime(2027, 1, 15, 12, 0, tzinfo=UTC)
 UNIT = 1_000_000_000
 _names = itertools.count(1)
+#: the ledger kind of the test's funding (written as an admin's balance change is)
+FUNDING = "test_funding"
+
+
+def _fund(conn: Any, user_id: int, balance_nanos: int, before: int) -> None:
+    """The ledger row of a balance set by the test, so the ledger sums to the balance."""
+    if balance_nanos != before:
+        conn.execute(schema.ledger.insert().values(
+            user_id=user_id, kind=FUNDING, amount_nanos=balance_nanos - before,
+            balance_after_nanos=balance_nanos, ref=None, memo="test funding", created_at=NOW))
 
 
 class LedgerCase(TestCase):
@@ -68,10 +79,12 @@ class LedgerCase(TestCase):
         n = next(_names)
 
         def insert(conn: Any) -> int:
-            return conn.execute(schema.users.insert().values(
+            user_id: int = conn.execute(schema.users.insert().values(
                 username=f"u{n}", email=f"u{n}@example.com", balance_nanos=balance_nanos,
                 group_id=self.group_id, referral_code=f"R{n}", created_at=NOW,
                 updated_at=NOW)).inserted_primary_key[0]
+            _fund(conn, user_id, balance_nanos, 0)
+            return user_id
 
         return await self.db.transaction(insert)
 
@@ -91,23 +104,39 @@ class LedgerCase(TestCase):
             select(schema.users.c.balance_nanos).where(schema.users.c.id == user_id)).scalar())
 
     async def set_balance(self, user_id: int, balance_nanos: int) -> None:
-        await self.db.transaction(lambda conn: conn.execute(
-            update(schema.users).where(schema.users.c.id == user_id)
-            .values(balance_nanos=balance_nanos)))
+        def run(conn: Any) -> None:
+            users = schema.users
+            before = conn.execute(select(users.c.balance_nanos)
+                                  .where(users.c.id == user_id)).scalar_one()
+            conn.execute(update(users).where(users.c.id == user_id)
+                         .values(balance_nanos=balance_nanos))
+            _fund(conn, user_id, balance_nanos, int(before))
+
+        await self.db.transaction(run)
 
     async def key_row(self, key_id: int) -> dict[str, Any]:
         return await self.db.transaction(lambda conn: dict(conn.execute(
             select(schema.api_keys).where(schema.api_keys.c.id == key_id)).mappings().one()))
 
     async def ledger(self, user_id: int) -> list[dict[str, Any]]:
+        """The user's ledger rows the code under test wrote (the test's funding left out)."""
         return await self.db.transaction(lambda conn: [dict(r) for r in conn.execute(
-            select(schema.ledger).where(schema.ledger.c.user_id == user_id)
+            select(schema.ledger).where(schema.ledger.c.user_id == user_id,
+                                        schema.ledger.c.kind != FUNDING)
             .order_by(schema.ledger.c.id)).mappings()])
+
+    async def verify_ledger(self) -> None:
+        """``lockgate-admin verify-ledger``'s check: nothing differs from the recomputation."""
+        differences = await self.db.transaction(audit)
+        assert differences == [], "\n".join(str(d) for d in differences)
 
     async def logs(self) -> list[dict[str, Any]]:
         return await self.db.transaction(lambda conn: [dict(r) for r in conn.execute(
             select(schema.usage_logs).order_by(schema.usage_logs.c.id)).mappings()])
 
     async def count(self, table: Any) -> int:
-        return await self.db.transaction(lambda conn: conn.execute(
-            select(func.count()).select_from(table)).scalar_one())
+        """Rows of ``table`` (of the ledger: those the code under test wrote)."""
+        query = select(func.count()).select_from(table)
+        if table is schema.ledger:
+            query = query.where(schema.ledger.c.kind != FUNDING)
+        return await self.db.transaction(lambda conn: conn.execute(query).scalar_one())

@@ -30,6 +30,8 @@ class SharedWalletTests(LedgerCase):
         super().setUp()
         self.server = redis_server()
         self.prefix = fresh_prefix()
+        # whatever a test did, the books must balance at its end
+        self.addCleanup(lambda: ensureDeferred(self.verify_ledger()))
 
     async def node(self) -> tuple[SharedWallets, Settler]:
         state = RedisState.from_url(reactor, self.server.url(self.prefix))

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from gateway.billing.money import to_nanos
 from gateway.store import schema
-from tests.gateway.gateway_case import GatewayTestCase
+from tests.gateway.gateway_case import FUNDING, GatewayTestCase
 from tests.support.upstream_tasks import FakeTaskUpstream
 
 VIDEO_CONFIG = {"resolutions": [
@@ -78,7 +78,8 @@ class TaskTestCase(GatewayTestCase):
     async def ledger_rows(self) -> list[dict[str, Any]]:
         await self.gateway.settler.flush()
         return await self.ctx.db.transaction(lambda conn: [dict(r) for r in conn.execute(
-            select(schema.ledger).where(schema.ledger.c.user_id == self.user_id)
+            select(schema.ledger).where(schema.ledger.c.user_id == self.user_id,
+                                        schema.ledger.c.kind != FUNDING)
             .order_by(schema.ledger.c.id)).mappings()])
 
     async def all_tasks(self) -> list[dict[str, Any]]:

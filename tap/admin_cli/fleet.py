@@ -1,0 +1,43 @@
+"""Tell running processes that the configuration changed (after ``lockgate-admin import``).
+
+The console announces its writes on the shared-state bus; a write made by this tool must be
+announced the same way or the processes keep serving their cached catalog and settings.  Only
+a fleet has a bus (``--redis``); a single process without Redis reloads on restart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.task import react
+
+from gateway.invalidation import CATALOG, Invalidation
+from gateway.settings.store import BUS_CHANNEL
+from tap.state_factory import open_state
+
+
+def announce(redis_url: str, settings_changed: bool) -> None:
+    """Publish the catalog (and settings) change on the fleet's bus; blocks until sent.
+
+    Runs the reactor once (this is a one-shot command); raises SystemExit when it fails.
+    """
+
+    async def publish(reactor: Any) -> None:
+        state = open_state(reactor, redis_url)
+        await state.start()
+        try:
+            await Invalidation(state).announce(CATALOG)
+            if settings_changed:
+                await state.publish(BUS_CHANNEL, b"changed")
+        finally:
+            await state.stop()
+
+    def main(reactor: Any) -> Deferred[None]:
+        return ensureDeferred(publish(reactor))
+
+    try:
+        react(main, [])
+    except SystemExit as done:
+        if done.code:
+            raise
