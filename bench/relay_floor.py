@@ -30,8 +30,8 @@ from twisted.web.resource import Resource  # noqa: E402
 from twisted.web.server import NOT_DONE_YET, Site  # noqa: E402
 
 from gateway.channels.http import UpstreamClient, UpstreamResponse  # noqa: E402
-from gateway.relay import EventRelay, StreamWriter  # noqa: E402
-from gateway.sse import SSEEvent, encode_event  # noqa: E402
+from gateway.channels.relay import EventRelay, StreamWriter  # noqa: E402
+from gateway.protocols.sse import SSEEvent, encode_event  # noqa: E402
 
 JSON = {b"content-type": [b"application/json"]}
 

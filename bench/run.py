@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--direct-only", action="store_true",
                         help="only measure the upstream (checks the driver itself)")
     parser.add_argument("--no-floor", action="store_true",
-                        help="skip the bare relay built from gateway/relay.py")
+                        help="skip the bare relay built from gateway/channels/relay.py")
     parser.add_argument("--profile", metavar="FILE",
                         help="run the gateway under cProfile; stats saved to FILE, top printed")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, db)")

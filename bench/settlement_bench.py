@@ -23,9 +23,9 @@ from twisted.internet import task
 from twisted.internet.defer import ensureDeferred, gatherResults
 
 from gateway.billing.cost import PriceSet, compute_cost
-from gateway.billing.settlement import SettlementRecord, Settler
 from gateway.billing.usage import Usage
-from gateway.billing.wallet import Wallets
+from gateway.ledger.settlement import SettlementRecord, Settler
+from gateway.ledger.wallet import Wallets
 from gateway.store import migrate, schema
 from gateway.store.pool import DBRunner, make_engine
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from console.services.captcha import Captcha
-from console.services.mailer import Mailer
-from console.services.passwords import Passwords
-from console.services.sessions import Sessions
-from console.services.throttle import Throttle
+from console.services.identity.captcha import Captcha
+from console.services.identity.mailer import Mailer
+from console.services.identity.passwords import Passwords
+from console.services.identity.sessions import Sessions
+from console.services.identity.throttle import Throttle
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway import credentials, errors
+from gateway import errors
 from gateway.catalog.key_cache import KeyRecord
 from gateway.context import GatewayContext
 from gateway.session_tokens import InvalidToken
 from gateway.user_cache import GatewayUser
+from gateway.v1 import credentials
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from gateway.billing.settlement import Settler
-from gateway.billing.wallet import WalletBook
-from gateway.calls_in_flight import CallsInFlight
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
+from gateway.channels.health import ChannelHealth
 from gateway.channels.http import UpstreamClient
 from gateway.client_ip import ClientAddress
-from gateway.health import ChannelHealth
 from gateway.keys import KeyHasher
+from gateway.ledger.settlement import Settler
+from gateway.ledger.wallet import WalletBook
 from gateway.limits import GatewayLimiter
 from gateway.session_tokens import TokenCodec
 from gateway.settings.store import Settings
 from gateway.state.protocol import SharedState
 from gateway.store.pool import DBRunner
 from gateway.user_cache import UserCache
+from gateway.v1.calls_in_flight import CallsInFlight
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics

@@ -16,9 +16,9 @@ from decimal import Decimal
 from gateway.billing.cost import DIMENSIONS, PriceSet, billing_tiers, compute_cost
 from gateway.billing.estimate_reserve import reserve_amount_nanos
 from gateway.billing.pricing import EffectivePrices
-from gateway.billing.settlement import SettlementRecord
 from gateway.billing.usage import Usage
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot
+from gateway.ledger.settlement import SettlementRecord
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from twisted.internet.interfaces import IReactorTime
 
-from gateway.channel_types import PRIORITY, ROUND_ROBIN, normalise_routing_algorithm
-from gateway.channel_types import WEIGHTED_ROUND_ROBIN as WEIGHTED_ROUND_ROBIN
+from gateway.channels.channel_types import PRIORITY, ROUND_ROBIN, normalise_routing_algorithm
+from gateway.channels.channel_types import WEIGHTED_ROUND_ROBIN as WEIGHTED_ROUND_ROBIN
 
 COUNTER_PREFIX = "lockgate:route"
 

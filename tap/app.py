@@ -15,23 +15,22 @@ from twisted.logger import Logger
 from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
-from console.services.passwords import Passwords
-from console.services.price_schedule import PriceSyncScheduler
-from console.services.sessions import Sessions
-from console.services.throttle import Throttle
+from console.services.catalog.price_schedule import PriceSyncScheduler
+from console.services.identity.passwords import Passwords
+from console.services.identity.sessions import Sessions
+from console.services.identity.throttle import Throttle
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
-from gateway.channel_probe import ChannelProbe
 from gateway.client_ip import ClientAddress, parse_networks
 from gateway.context import GatewayContext
 from gateway.invalidation import USERS, Invalidation
+from gateway.jobs.channel_probe import ChannelProbe
+from gateway.jobs.monitors import MonitorRunner, MonitorScheduler
+from gateway.jobs.order_expiry import OrderExpiry
+from gateway.jobs.retention import LogRetention
 from gateway.keys import KeyHasher
-from gateway.monitors import MonitorRunner, MonitorScheduler
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
-from gateway.order_expiry import OrderExpiry
-from gateway.resource import GatewayResource
-from gateway.retention import LogRetention
 from gateway.session_tokens import TokenCodec
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
@@ -39,8 +38,9 @@ from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
 from gateway.store import migrate
 from gateway.store.pool import DBRunner, make_engine
-from gateway.task_routes import TaskRoutes
-from gateway.tasks.poller import TaskPoller
+from gateway.v1.resource import GatewayResource
+from gateway.v1.task_routes import TaskRoutes
+from gateway.v1.tasks.poller import TaskPoller
 from tap.gateway_wiring import build_gateway
 from tap.metrics_wiring import open_metrics, watch
 from tap.root import build_root

@@ -8,15 +8,15 @@ from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
 from console.context import ConsoleContext
-from gateway.billing.settlement import Settler
-from gateway.billing.shared_wallet import SharedWallets
-from gateway.billing.wallet import WalletBook, Wallets
+from gateway.channels.health import ChannelHealth
+from gateway.channels.health_journal import HealthJournal
 from gateway.channels.http import UpstreamClient
 from gateway.channels.safe_connect import LivePolicy
 from gateway.context import GatewayContext, GatewayTimeouts
-from gateway.health import ChannelHealth
-from gateway.health_journal import HealthJournal
 from gateway.invalidation import CATALOG, EVERYTHING, KEYS, USERS
+from gateway.ledger.settlement import Settler
+from gateway.ledger.shared_wallet import SharedWallets
+from gateway.ledger.wallet import WalletBook, Wallets
 from gateway.limits import GatewayLimiter
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing

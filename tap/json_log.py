@@ -21,7 +21,7 @@ from twisted.logger import ILogObserver, jsonFileLogObserver
 from twisted.python.components import Componentized
 from zope.interface import implementer
 
-from gateway.log_context import REQUEST_ID
+from gateway.observability.log_context import REQUEST_ID
 
 HUMAN = "human"
 JSON = "json"

@@ -13,7 +13,7 @@ from gateway.context import GatewayContext
 from gateway.observability.metrics import GatewayMetrics
 from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
-from gateway.tasks.poller import TaskPoller
+from gateway.v1.tasks.poller import TaskPoller
 
 
 def open_metrics(catalog: CatalogCache) -> GatewayMetrics:

@@ -19,7 +19,7 @@ from console.openapi.json_schema import (
     array_of,
     obj,
 )
-from gateway import task_routes
+from gateway.v1 import task_routes
 
 JSON = "application/json"
 MULTIPART = "multipart/form-data"

@@ -16,9 +16,9 @@ from typing import Any
 from twisted.web.resource import Resource
 
 from console.app import Mounted
-from gateway import task_routes
-from gateway.resource import PREFIX_ROUTES, GatewayResource
-from gateway.task_routes import TaskRoutes
+from gateway.v1 import task_routes
+from gateway.v1.resource import PREFIX_ROUTES, GatewayResource
+from gateway.v1.task_routes import TaskRoutes
 
 #: methods a route answers only because another is declared (werkzeug adds HEAD to GET)
 IMPLIED_METHODS = frozenset({"HEAD", "OPTIONS"})

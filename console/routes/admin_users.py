@@ -14,8 +14,8 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, read_object
-from console.services import catalog_tx
-from console.services.registration import clean_email, clean_username
+from console.services.catalog import tx as catalog_tx
+from console.services.identity.registration import clean_email, clean_username
 from console.user_view import user_view
 from console.validation import MISSING, Body, page_value
 from gateway.billing.money import to_nanos

@@ -12,7 +12,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
-from console.services.key_views import key_view, parse_key_input, with_secret
+from console.services.catalog.key_views import key_view, parse_key_input, with_secret
 from console.validation import MISSING, Body
 from gateway.invalidation import KEYS
 from gateway.keys import display_prefix, generate_key

@@ -13,9 +13,9 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import json_route, make_app, not_found, read_json, read_object
-from console.services import catalog_tx
-from console.services.catalog_inputs import config_values, model_reference, multiplier_items
-from console.services.catalog_views import config_view, multiplier_view
+from console.services.catalog import tx as catalog_tx
+from console.services.catalog.inputs import config_values, model_reference, multiplier_items
+from console.services.catalog.views import config_view, multiplier_view
 from console.validation import Body
 from gateway.store import channel_models as store
 from gateway.store.channels import replace_multipliers

@@ -18,19 +18,20 @@ import orjson
 
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, not_found, read_json, read_object
-from console.services import catalog_tx, channel_test
-from console.services.catalog_inputs import (
+from console.services.catalog import channel_test
+from console.services.catalog import tx as catalog_tx
+from console.services.catalog.inputs import (
     config_values,
     model_reference,
     multiplier_items,
 )
-from console.services.catalog_views import channel_view, config_view, multiplier_view
+from console.services.catalog.views import channel_view, config_view, multiplier_view
 from console.validation import MISSING, Body
 from gateway.billing.money import to_nanos
-from gateway.channel_types import PLUGIN_PREFIX, normalise_channel_type
-from gateway.cron import CronError, check_cron
+from gateway.channels.channel_types import PLUGIN_PREFIX, normalise_channel_type
+from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url, header_safe
 from gateway.invalidation import CATALOG
-from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url, header_safe
+from gateway.jobs.cron import CronError, check_cron
 from gateway.store import channel_models as config_store
 from gateway.store import channels as store
 

@@ -12,14 +12,14 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app
-from console.services.check_in import (
+from console.services.log_query import ENVELOPE_PARAMS, query_value
+from console.services.wallet.check_in import (
     CheckInConfig,
     current_streak,
     dates,
     record_view,
 )
-from console.services.log_query import ENVELOPE_PARAMS, query_value
-from console.services.redeem import after_balance_change
+from console.services.wallet.redeem import after_balance_change
 from console.validation import page_value
 from gateway.billing.money import format_decimal, format_nanos
 from gateway.store import check_ins as store

@@ -17,9 +17,9 @@ from twisted.web.iweb import IRequest
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request
-from console.services import email_codes, registration, throttle
-from console.services.captcha import captcha_enabled
-from console.services.mailer import MailError, smtp_configured
+from console.services.identity import email_codes, registration, throttle
+from console.services.identity.captcha import captcha_enabled
+from console.services.identity.mailer import MailError, smtp_configured
 from gateway.store import schema
 from gateway.store import users as user_store
 

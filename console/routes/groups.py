@@ -13,8 +13,8 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
-from console.services import catalog_tx
-from console.services.catalog_views import group_view
+from console.services.catalog import tx as catalog_tx
+from console.services.catalog.views import group_view
 from console.validation import MISSING, Body
 from gateway.billing.money import to_nanos
 from gateway.store import groups as store

@@ -11,8 +11,8 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
-from console.services import catalog_tx
-from console.services.meta_model_inputs import (
+from console.services.catalog import tx as catalog_tx
+from console.services.catalog.meta_model_inputs import (
     MetaModelInput,
     meta_model_view,
     plan_of,

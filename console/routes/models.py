@@ -18,8 +18,9 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, not_found, read_object
-from console.services import catalog_tx, model_sync, price_sync
-from console.services.catalog_views import model_view
+from console.services.catalog import model_sync, price_sync
+from console.services.catalog import tx as catalog_tx
+from console.services.catalog.views import model_view
 from console.validation import MISSING, Body
 from gateway.billing.money import to_nanos
 from gateway.billing.tiers import TierError, normalise_tiers

@@ -30,8 +30,14 @@ from twisted.web.iweb import IRequest
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, write_json
 from console.routes.password_auth import REFERRAL_COOKIE, normalise_referral
-from console.services import registration, throttle
-from console.services.oidc import OidcClient, OidcError, Provider, provider_from, random_token
+from console.services.identity import registration, throttle
+from console.services.identity.oidc import (
+    OidcClient,
+    OidcError,
+    Provider,
+    provider_from,
+    random_token,
+)
 from gateway.store import auth_challenges, schema
 from gateway.store import users as user_store
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
-from console.services import registration, throttle
-from console.services.passkeys import Passkeys
+from console.services.identity import registration, throttle
+from console.services.identity.passkeys import Passkeys
 from console.user_view import user_view
 from gateway.store import users as user_store
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import json_route, make_app, not_found, read_object
-from console.services.passkeys import Passkeys, passkey_view
+from console.services.identity.passkeys import Passkeys, passkey_view
 from gateway.store import passkeys as passkey_store
 
 

@@ -13,8 +13,8 @@ from twisted.logger import Logger
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
 from console.routes.email_code import send_registration_code
-from console.services import email_codes, registration, throttle
-from console.services.captcha import captcha_enabled
+from console.services.identity import email_codes, registration, throttle
+from console.services.identity.captcha import captcha_enabled
 from console.user_view import user_view
 from gateway.store import users as user_store
 

@@ -21,8 +21,8 @@ from sqlalchemy.engine import Connection
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
 from console.routes.email_code import mail_failed
-from console.services import email_codes, registration, throttle
-from console.services.mailer import MailError, smtp_configured
+from console.services.identity import email_codes, registration, throttle
+from console.services.identity.mailer import MailError, smtp_configured
 from gateway.invalidation import USERS
 from gateway.store import schema
 from gateway.store import users as user_store

@@ -28,8 +28,8 @@ from twisted.web.iweb import IRequest
 
 from console.context import ConsoleContext
 from console.http import make_app
-from console.services import epay, stripe
-from console.services.payments import PaymentService, accepted, all_channels
+from console.services.wallet import epay, stripe
+from console.services.wallet.payments import PaymentService, accepted, all_channels
 from gateway.store import orders
 
 log = Logger()

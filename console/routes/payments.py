@@ -14,7 +14,7 @@ from twisted.web.iweb import IRequest
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.services.log_query import parse_time, query_value
-from console.services.payments import (
+from console.services.wallet.payments import (
     PREMIUM_REQUIRED,
     PaymentService,
     config_view,

@@ -6,7 +6,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import json_route, make_app
-from console.services.settings_views import public_view
+from console.services.settings.views import public_view
 
 
 class PublicSettingsRoutes:

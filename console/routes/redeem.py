@@ -11,7 +11,7 @@ from typing import Any
 from console.context import ConsoleContext
 from console.http import json_route, make_app, read_object
 from console.routes.redeem_codes import code_view
-from console.services.redeem import redeem
+from console.services.wallet.redeem import redeem
 from gateway.billing.money import format_nanos
 
 

@@ -12,8 +12,8 @@ from twisted.internet.defer import ensureDeferred
 
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
-from console.services import settings_transfer
-from console.services.settings_views import admin_view
+from console.services.settings import transfer as settings_transfer
+from console.services.settings.views import admin_view
 from gateway.settings.spec import SettingError
 
 

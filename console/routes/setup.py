@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
-from console.services import registration, throttle
+from console.services.identity import registration, throttle
 from console.user_view import user_view
 from console.validation import MISSING, Body
 from gateway.store import schema

@@ -13,11 +13,11 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
-from console.services import catalog_tx
+from console.services.catalog import tx as catalog_tx
 from console.user_view import timestamp
 from console.validation import MISSING, Body, id_value
-from gateway.monitors import HTTP, TCP, MonitorRunner, TargetError, check_target
-from gateway.net_policy import UrlPolicy
+from gateway.channels.net_policy import UrlPolicy
+from gateway.jobs.monitors import HTTP, TCP, MonitorRunner, TargetError, check_target
 from gateway.store import monitors as store
 
 RECENT_CHECKS = 30

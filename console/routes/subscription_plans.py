@@ -12,7 +12,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, read_object
-from console.services import catalog_tx
+from console.services.catalog import tx as catalog_tx
 from console.user_view import timestamp
 from console.validation import MISSING, Body
 from gateway.billing.money import format_nanos, to_nanos

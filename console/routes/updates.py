@@ -24,7 +24,7 @@ import orjson
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app
 from console.user_view import timestamp
-from gateway.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.sync.fetch import FetchError, fetch
 
 #: the version of this build; ``dev`` marks a local (unreleased) build

@@ -15,11 +15,11 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, not_found, read_object
-from console.services import catalog_tx
-from console.services.catalog_views import user_channel_view
+from console.services.catalog import tx as catalog_tx
+from console.services.catalog.views import user_channel_view
 from console.validation import MISSING, Body
 from gateway.billing.money import to_nanos
-from gateway.channel_types import normalise_routing_algorithm
+from gateway.channels.channel_types import normalise_routing_algorithm
 from gateway.store import user_channels as store
 
 

@@ -18,8 +18,8 @@ from twisted.web.iweb import IRequest
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.routes.subscription_plans import plan_view
-from console.services.payments import personal_mode
-from console.services.redeem import after_balance_change
+from console.services.wallet.payments import personal_mode
+from console.services.wallet.redeem import after_balance_change
 from console.user_view import timestamp
 from console.validation import Body
 from gateway.billing.money import format_nanos

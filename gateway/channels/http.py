@@ -62,7 +62,8 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import UNKNOWN_LENGTH, IResponse
 
-from gateway.bytes_body import BytesBody
+from gateway.channels.bytes_body import BytesBody
+from gateway.channels.net_policy import UrlPolicy
 from gateway.channels.quiet_pool import QuietHTTPConnectionPool
 from gateway.channels.safe_connect import (
     OPEN_POLICY,
@@ -71,7 +72,6 @@ from gateway.channels.safe_connect import (
     LivePolicy,
     refusal_of,
 )
-from gateway.net_policy import UrlPolicy
 
 
 class UpstreamError(Exception):

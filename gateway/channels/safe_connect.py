@@ -7,7 +7,7 @@ the channel's key).  So the check has to happen where the connection is made:
 1. the host is resolved once, through the reactor's pluggable name resolver
    (``IReactorPluggableNameResolver.nameResolver``; tests install their own answers);
 2. *every* resolved address is checked against the SSRF policy
-   (``gateway.net_policy.check_address``) -- one refused address refuses the name;
+   (``gateway.channels.net_policy.check_address``) -- one refused address refuses the name;
 3. the TCP connection goes to one of exactly those checked addresses (no second lookup, so a
    DNS answer that changes between check and connect -- rebinding -- cannot pass);
 4. TLS, when wanted, wraps that connection with the *original* host name, so SNI and
@@ -40,7 +40,7 @@ from twisted.web.client import URI, Agent, BrowserLikePolicyForHTTPS
 from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
-from gateway.net_policy import (
+from gateway.channels.net_policy import (
     METADATA_HOSTS,
     PRIVATE_REFUSED,
     UnsafeUrl,

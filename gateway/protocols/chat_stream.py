@@ -34,8 +34,8 @@ from gateway.protocols.events import (
     new_id,
     now_seconds,
 )
+from gateway.protocols.sse import DONE, encode_event
 from gateway.protocols.usage import chat_usage, extract_usage
-from gateway.sse import DONE, encode_event
 
 
 def error_frames(message: str, type: str, code: str | None) -> list[bytes]:

@@ -32,7 +32,7 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
 
 class UpstreamEvent(Protocol):
-    """What a translator reads from the upstream stream (``gateway.sse.SSEEvent`` fits)."""
+    """What a translator reads from the upstream stream (``protocols.sse.SSEEvent`` fits)."""
 
     @property
     def event(self) -> str | None: ...

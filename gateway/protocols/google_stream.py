@@ -46,8 +46,8 @@ from gateway.protocols.google import (
     google_usage,
     thought_part,
 )
+from gateway.protocols.sse import encode_event
 from gateway.protocols.usage import extract_usage
-from gateway.sse import encode_event
 
 
 def error_frames(message: str, status: int = 502) -> list[bytes]:

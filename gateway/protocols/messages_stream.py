@@ -42,8 +42,8 @@ from gateway.protocols.events import (
     now_seconds,
 )
 from gateway.protocols.messages import STOP_REASONS, messages_usage, stop_reason, thinking_block
+from gateway.protocols.sse import encode_event
 from gateway.protocols.usage import extract_usage, merge_usage_objects
-from gateway.sse import encode_event
 
 _ERROR_TYPES = frozenset({"invalid_request_error", "authentication_error", "permission_error",
                           "not_found_error", "request_too_large", "rate_limit_error",

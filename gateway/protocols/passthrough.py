@@ -28,8 +28,8 @@ from gateway.protocols.google_stream import error_frames as google_error_frames
 from gateway.protocols.messages_stream import error_frames as messages_error_frames
 from gateway.protocols.request import ClientRequest
 from gateway.protocols.responses_stream import error_frames as responses_error_frames
+from gateway.protocols.sse import DONE, encode_event
 from gateway.protocols.usage import extract_usage, merge_usage_objects
-from gateway.sse import DONE, encode_event
 
 _MODEL_KEY = b'"model":'
 

@@ -53,8 +53,8 @@ from gateway.protocols.responses import (
     response_object,
     status_for,
 )
+from gateway.protocols.sse import encode_event
 from gateway.protocols.usage import extract_usage, responses_usage
-from gateway.sse import encode_event
 
 _TERMINAL = ("response.completed", "response.incomplete")
 

@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from gateway.billing.usage import Usage
-from gateway.channel_types import normalise_channel_type
+from gateway.channels.channel_types import normalise_channel_type
 from gateway.protocols import chat, completions, google, messages, responses
 from gateway.protocols.chat_stream import ChatStreamDecoder, ChatStreamEncoder
 from gateway.protocols.convert import ClientFormat, ConvertingTranslator, UpstreamFormat

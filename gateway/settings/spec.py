@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
-from gateway.net_policy import UnsafeUrl, plain_host_url
+from gateway.channels.net_policy import UnsafeUrl, plain_host_url
 
 Kind = Literal["bool", "text", "json"]
 

@@ -6,7 +6,7 @@ admin-configured URL.  They share the same needs: a fresh ``Agent`` on the injec
 headers *and* body, a cap on how much body is read, and errors as one exception type with a
 short message that is safe to show an admin.
 
-The URL policy (SSRF guard): callers run ``gateway.net_policy.check_url`` on the URL first
+The URL policy (SSRF guard): callers run ``gateway.channels.net_policy.check_url`` on the URL first
 (scheme, literal addresses, metadata names).  Every connection then goes through the
 outbound-safety connector (``gateway.channels.safe_connect``) under ``policy``: it resolves the
 host once, checks *every* resolved address and connects to exactly a checked one (TLS still
@@ -26,8 +26,9 @@ from twisted.web.client import Agent
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
 
-from gateway.bytes_body import BytesBody
+from gateway.channels.bytes_body import BytesBody
 from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
+from gateway.channels.net_policy import UrlPolicy
 from gateway.channels.quiet_pool import QuietHTTPConnectionPool
 from gateway.channels.safe_connect import (
     OPEN_POLICY,
@@ -35,7 +36,6 @@ from gateway.channels.safe_connect import (
     GuardedEndpointFactory,
     refusal_of,
 )
-from gateway.net_policy import UrlPolicy
 
 USER_AGENT = b"Lockgate/1.0 (+sync; status)"
 MAX_MESSAGE = 500

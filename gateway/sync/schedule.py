@@ -1,6 +1,6 @@
 """When a 5-field cron expression next fires, for scheduled price sync (contract §5.10).
 
-``gateway.cron.check_cron`` validates the shape; this module reads a valid expression into
+``gateway.jobs.cron.check_cron`` validates the shape; this module reads a valid expression into
 sets of allowed values and finds the first matching minute after a given time (UTC), stepping
 whole months, days and hours when they cannot match so that even yearly schedules are found
 in a few hundred steps.  Day-of-month and day-of-week follow the classic cron rule: when both
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from gateway.cron import check_cron
+from gateway.jobs.cron import check_cron
 
 DESCRIPTORS = {
     "@yearly": "0 0 1 1 *",
@@ -76,7 +76,7 @@ def _field(text: str, low: int, high: int, names: dict[str, int]) -> frozenset[i
 
 
 def parse_schedule(expression: str) -> Schedule:
-    """A validated expression (raises ``gateway.cron.CronError`` when invalid)."""
+    """A validated expression (raises ``gateway.jobs.cron.CronError`` when invalid)."""
     text = check_cron(expression)
     text = DESCRIPTORS.get(text, text)
     fields = text.split(" ")

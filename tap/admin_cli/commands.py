@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from console.http import ApiError
-from console.services import settings_transfer
-from console.services.passwords import MAX_LENGTH, MIN_LENGTH
+from console.services.identity.passwords import MAX_LENGTH, MIN_LENGTH
+from console.services.settings import transfer as settings_transfer
 from console.user_view import timestamp
 from gateway.settings.store import Settings, read_all
 from gateway.store import migrate, schema

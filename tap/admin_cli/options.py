@@ -8,7 +8,7 @@ from typing import Any
 
 from twisted.python import usage
 
-from console.services.settings_transfer import SECTIONS
+from console.services.settings.transfer import SECTIONS
 from tap.options import DEFAULT_DATABASE, DEFAULT_SECRET_FILE, resolve
 from tap.version import version_line
 

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 
-from console.services.mailer import Mailer
+from console.services.identity.mailer import Mailer
 from gateway.store import schema
 from tests.support.app import AppTestCase
 from tests.support.captcha_server import GOOD_TOKEN, SECRET, CaptchaServer

@@ -15,8 +15,8 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.protocol import Protocol, ServerFactory
 
-from console.services import email_codes
-from console.services.mailer import Mailer, MailError
+from console.services.identity import email_codes
+from console.services.identity.mailer import Mailer, MailError
 from gateway.store import email_codes as store
 from gateway.store import schema
 from tests.support.app import AppTestCase

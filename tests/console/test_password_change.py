@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from twisted.internet import reactor
 
-from console.services.mailer import Mailer
+from console.services.identity.mailer import Mailer
 from gateway.store import schema
 from tests.support.app import AppTestCase
 from tests.support.smtp_server import SmtpServer

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from twisted.internet.defer import ensureDeferred, gatherResults
 
-from gateway.order_expiry import OrderExpiry
+from gateway.jobs.order_expiry import OrderExpiry
 from gateway.store import orders
 from tests.console.payment_case import EPAY_KEY, EPAY_PID, PaymentCase
 from tests.gateway.gateway_case import GatewayTestCase

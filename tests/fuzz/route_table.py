@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.app import Mounted
-from gateway import task_routes
-from gateway.native_routes import MODEL_PREFIXES
-from gateway.resource import PREFIX_ROUTES, GatewayResource
-from gateway.tasks.bodies import ARTJOB_ACTIONS
+from gateway.v1 import task_routes
+from gateway.v1.native_routes import MODEL_PREFIXES
+from gateway.v1.resource import PREFIX_ROUTES, GatewayResource
+from gateway.v1.tasks.bodies import ARTJOB_ACTIONS
 
 #: ``<converter(args):name>`` or ``<name>`` in a werkzeug rule
 _RULE_ARG = re.compile(r"<(?:(?P<converter>\w+)(?:\([^)]*\))?:)?(?P<name>\w+)>")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from twisted.web.test.requesthelper import DummyRequest
 
-from gateway import credentials
-from gateway.credentials import BEARER, QUERY, X_API_KEY, X_GOOG_API_KEY
+from gateway.v1 import credentials
+from gateway.v1.credentials import BEARER, QUERY, X_API_KEY, X_GOOG_API_KEY
 
 
 def request(headers: dict[str, str] | None = None, query: bytes = b""):

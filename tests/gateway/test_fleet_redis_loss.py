@@ -23,7 +23,7 @@ from twisted.protocols.policies import WrappingFactory
 from twisted.web.server import Site
 
 from gateway.billing.money import to_nanos
-from gateway.billing.shared_wallet import HOLDS
+from gateway.ledger.shared_wallet import HOLDS
 from gateway.state.redis import RedisState
 from gateway.store import schema
 from tap.app import Lockgate

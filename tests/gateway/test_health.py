@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
-from gateway.health import ChannelHealth
+from gateway.channels.health import ChannelHealth
 
 
 class HealthTests(TestCase):

@@ -12,8 +12,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SkipTest, TestCase
 
-from gateway.monitors import TargetError, check_target, run_check, tcp_address
-from gateway.net_policy import UrlPolicy
+from gateway.channels.net_policy import UrlPolicy
+from gateway.jobs.monitors import TargetError, check_target, run_check, tcp_address
 from gateway.store import monitors as store
 from gateway.sync.fetch import FetchError, fetch
 from tests.support.app import AppTestCase

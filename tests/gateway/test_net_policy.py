@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.net_policy import UnsafeUrl, UrlPolicy, check_address, check_url, literal_address
+from gateway.channels.net_policy import (
+    UnsafeUrl,
+    UrlPolicy,
+    check_address,
+    check_url,
+    literal_address,
+)
 from gateway.settings.store import Settings
 
 STRICT = UrlPolicy()

@@ -19,8 +19,8 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
 from gateway.channels.http import UpstreamAborted, UpstreamClient, UpstreamResponse
-from gateway.relay import BytesRelay, EventRelay, StreamWriter
-from gateway.sse import DONE, PING, SSEEvent, SSEParser, SSETooLarge, encode_event
+from gateway.channels.relay import BytesRelay, EventRelay, StreamWriter
+from gateway.protocols.sse import DONE, PING, SSEEvent, SSEParser, SSETooLarge, encode_event
 from tests.gateway.test_upstream_client import wait_for
 from tests.support.upstream import FakeUpstream, content_piece, speech_bytes
 

@@ -13,7 +13,7 @@ from twisted.internet import reactor
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
-from gateway.retention import LogRetention
+from gateway.jobs.retention import LogRetention
 from gateway.settings.store import Settings
 from gateway.store import migrate, schema
 from gateway.store.pool import DBRunner, make_engine

@@ -7,7 +7,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
 from gateway import routing
-from gateway.health import ChannelHealth
+from gateway.channels.health import ChannelHealth
 from gateway.routing import (
     CONNECT_FAILED,
     INVALID_RESPONSE,

@@ -19,6 +19,7 @@ from twisted.trial.unittest import TestCase
 from twisted.web.client import URI
 from zope.interface import implementer
 
+from gateway.channels.net_policy import UrlPolicy
 from gateway.channels.safe_connect import (
     AddressRefused,
     AddressVetter,
@@ -26,7 +27,6 @@ from gateway.channels.safe_connect import (
     GuardedEndpointFactory,
     LivePolicy,
 )
-from gateway.net_policy import UrlPolicy
 from gateway.settings.store import Settings
 from tests.support.names import ScriptedNames
 

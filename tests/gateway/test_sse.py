@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from gateway.sse import (
+from gateway.protocols.sse import (
     DONE,
     PING,
     SSEEvent,

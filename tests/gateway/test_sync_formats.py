@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.cron import CronError
+from gateway.jobs.cron import CronError
 from gateway.sync.model_lists import (
     AUTO_PATHS,
     SyncFormatError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from gateway.multipart import Part, build
+from gateway.v1.multipart import Part, build
 from tests.gateway.gateway_case import GatewayTestCase
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64

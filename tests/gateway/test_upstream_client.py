@@ -21,7 +21,7 @@ from gateway.channels.http import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from gateway.sse import SSEParser
+from gateway.protocols.sse import SSEParser
 from tests.support.upstream import FakeUpstream, content_piece, count_prompt_tokens
 
 JSON = {b"content-type": [b"application/json"]}

@@ -19,8 +19,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
 
+from gateway.channels.upstream_failure import redacted_excerpt, status_reason
 from gateway.store import schema
-from gateway.upstream_failure import redacted_excerpt, status_reason
 from tests.gateway.gateway_case import GatewayTestCase
 
 CHANNEL_KEY = "sk-channel-secret-0123456789"
@@ -76,7 +76,7 @@ class UpstreamFailureCase(GatewayTestCase):
         events: list[dict[str, Any]] = []
 
         def observe(event: dict[str, Any]) -> None:
-            if event.get("log_namespace") == "gateway.upstream_failure":
+            if event.get("log_namespace") == "gateway.channels.upstream_failure":
                 events.append(event)
 
         globalLogPublisher.addObserver(observe)

@@ -11,8 +11,8 @@ import orjson
 import treq
 from twisted.internet import reactor
 
-from gateway.billing.shared_wallet import SharedWallets
-from gateway.billing.wallet import WalletUnavailable
+from gateway.ledger.shared_wallet import SharedWallets
+from gateway.ledger.wallet import WalletUnavailable
 from gateway.state.redis import RedisState
 from gateway.store import schema
 from tests.gateway.gateway_case import GatewayTestCase

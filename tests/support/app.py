@@ -21,7 +21,7 @@ from twisted.protocols.policies import WrappingFactory
 from twisted.trial.unittest import TestCase
 from twisted.web.client import HTTPConnectionPool
 
-from console.services.passwords import Passwords
+from console.services.identity.passwords import Passwords
 from tap.app import Lockgate
 from tap.http_channel import LockgateSite
 from tap.secrets import Secrets

@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 from twisted.web.test.requesthelper import DummyRequest
 
-from gateway.calls_in_flight import CallsInFlight
+from gateway.v1.calls_in_flight import CallsInFlight
 from tap.drain import DrainingRefusal, InFlight, within
 from tap.health import DrainingReadyz
 

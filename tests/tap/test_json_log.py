@@ -12,7 +12,7 @@ from twisted.internet.task import deferLater
 from twisted.logger import Logger, LogPublisher, globalLogPublisher
 from twisted.trial.unittest import TestCase
 
-from gateway.log_context import REQUEST_ID
+from gateway.observability.log_context import REQUEST_ID
 from tap.json_log import json_observer
 from tests.gateway.test_upstream_failures import UpstreamFailureCase
 
@@ -59,7 +59,7 @@ class GatewayCallLogTests(UpstreamFailureCase):
         seen_in_context: list[str | None] = []
 
         def observe(event: dict[str, Any]) -> None:
-            if event.get("log_namespace") == "gateway.upstream_failure":
+            if event.get("log_namespace") == "gateway.channels.upstream_failure":
                 seen_in_context.append(REQUEST_ID.get())
                 observer(event)
 

@@ -24,9 +24,9 @@ from console.openapi.document import build_document
 from console.openapi.routes import UnknownRouteTable
 from console.static import JsonNotFound
 from console.web.resource import AssetDirectory
-from gateway import task_routes
-from gateway.resource import PREFIX_ROUTES, ROUTES, GatewayResource
-from gateway.task_routes import TaskRoutes
+from gateway.v1 import task_routes
+from gateway.v1.resource import PREFIX_ROUTES, ROUTES, GatewayResource
+from gateway.v1.task_routes import TaskRoutes
 from tap.root import Root
 from tests.console.openapi.openapi_case import (
     OpenApiCase,

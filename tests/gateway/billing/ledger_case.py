@@ -19,8 +19,8 @@ from twisted.internet import reactor
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
-from gateway.billing.settlement import Settler
-from gateway.billing.wallet import Wallets
+from gateway.ledger.settlement import Settler
+from gateway.ledger.wallet import Wallets
 from gateway.store import migrate, schema
 from gateway.store.ledger_audit import audit
 from gateway.store.pool import DBRunner, make_engine

@@ -11,9 +11,9 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from twisted.internet.defer import gatherResults
 
 from gateway.billing.cost import PriceSet, compute_cost
-from gateway.billing.settlement import SettlementFailed, SettlementRecord
 from gateway.billing.usage import Usage
-from gateway.billing.wallet import PaymentRequired
+from gateway.ledger.settlement import SettlementFailed, SettlementRecord
+from gateway.ledger.wallet import PaymentRequired
 from gateway.store import schema
 from gateway.store.billing_writes import write_batch
 from tests.gateway.billing.ledger_case import NOW, UNIT, LedgerCase

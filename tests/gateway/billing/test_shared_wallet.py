@@ -13,10 +13,10 @@ from twisted.internet import reactor
 from twisted.internet.defer import DeferredList, ensureDeferred
 from twisted.internet.task import deferLater
 
-from gateway.billing import wallet_scripts
-from gateway.billing.settlement import SettlementRecord, Settler
-from gateway.billing.shared_wallet import HOLDS, SharedWallets
-from gateway.billing.wallet import InsufficientBalance, KeyQuotaExceeded, WalletUnavailable
+from gateway.ledger import wallet_scripts
+from gateway.ledger.settlement import SettlementRecord, Settler
+from gateway.ledger.shared_wallet import HOLDS, SharedWallets
+from gateway.ledger.wallet import InsufficientBalance, KeyQuotaExceeded, WalletUnavailable
 from gateway.state.redis import RedisState
 from gateway.store import schema
 from gateway.store.billing_writes import write_batch

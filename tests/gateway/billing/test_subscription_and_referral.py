@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import select, update
 
 from gateway.billing.cost import PriceSet, compute_cost
-from gateway.billing.settlement import SettledCharge, SettlementRecord
 from gateway.billing.subscriptions import Quota, current, remaining, spending_order, split
 from gateway.billing.usage import Usage
-from gateway.billing.wallet import PaymentRequired
 from gateway.invalidation import USERS
+from gateway.ledger.settlement import SettledCharge, SettlementRecord
+from gateway.ledger.wallet import PaymentRequired
 from gateway.store import schema
 from gateway.store.upsert import upsert_setting
 from tests.gateway.billing.ledger_case import NOW, UNIT, LedgerCase

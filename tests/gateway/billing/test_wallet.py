@@ -8,9 +8,9 @@ from sqlalchemy import delete
 from twisted.internet.defer import DeferredList
 
 from gateway.billing.cost import Cost, PriceSet, compute_cost
-from gateway.billing.settlement import SettlementRecord
 from gateway.billing.usage import Usage
-from gateway.billing.wallet import InsufficientBalance, KeyQuotaExceeded
+from gateway.ledger.settlement import SettlementRecord
+from gateway.ledger.wallet import InsufficientBalance, KeyQuotaExceeded
 from gateway.store import schema
 from tests.gateway.billing.ledger_case import UNIT, LedgerCase
 

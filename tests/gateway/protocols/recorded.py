@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from gateway.sse import SSEEvent, SSEParser
+from gateway.protocols.sse import SSEEvent, SSEParser
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from gateway.protocols.errors import ProtocolError, UpstreamFormatError
 from gateway.protocols.request import parse_client_request
+from gateway.protocols.sse import SSEEvent
 from gateway.protocols.translate import make_translator
-from gateway.sse import SSEEvent
 
 KEYS = ["model", "messages", "input", "prompt", "stream", "stream_options", "include_usage",
         "max_tokens", "max_completion_tokens", "max_output_tokens", "tools", "tool_choice",

@@ -13,8 +13,8 @@ import orjson
 from google.genai import types
 
 from gateway.billing.usage import Usage
+from gateway.protocols.sse import SSEEvent, SSEParser
 from gateway.protocols.translate import make_translator
-from gateway.sse import SSEEvent, SSEParser
 from tests.gateway.protocols.recorded import frames_to_events
 from tests.gateway.protocols.test_google import google_request
 from tests.gateway.protocols.test_messages import client_request

@@ -23,8 +23,8 @@ import pytest
 from gateway.billing.usage import Usage
 from gateway.protocols import bytescan
 from gateway.protocols.request import parse_client_request
+from gateway.protocols.sse import SSEEvent
 from gateway.protocols.translate import make_translator
-from gateway.sse import SSEEvent
 from tests.gateway.protocols.recorded import load_json, load_sse, payloads, raw
 
 

@@ -23,8 +23,8 @@ from gateway.billing.cost import PriceSet, compute_cost
 from gateway.billing.usage import Usage
 from gateway.protocols.errors import ProtocolError
 from gateway.protocols.reasoning import effort_for_budget
+from gateway.protocols.sse import SSEParser
 from gateway.protocols.translate import make_translator
-from gateway.sse import SSEParser
 from tests.gateway.protocols.recorded import frames_to_events
 from tests.gateway.protocols.test_google import google_request
 from tests.gateway.protocols.test_messages import client_request

@@ -16,8 +16,8 @@ from pydantic import TypeAdapter
 
 from gateway.billing.usage import Usage
 from gateway.protocols.request import parse_client_request
+from gateway.protocols.sse import SSEEvent
 from gateway.protocols.translate import make_translator
-from gateway.sse import SSEEvent
 from tests.gateway.protocols.recorded import frames_to_events, load_sse, payloads
 
 RESPONSES_EVENT = TypeAdapter(ResponseStreamEvent)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from gateway.tasks.bodies import imgvideo_body
-from gateway.tasks.pricing import count_of, duration_of, resolution_of
-from gateway.tasks.status import (
+from gateway.v1.tasks.bodies import imgvideo_body
+from gateway.v1.tasks.pricing import count_of, duration_of, resolution_of
+from gateway.v1.tasks.status import (
     compat_name,
     normalise,
     progress,

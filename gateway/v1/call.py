@@ -1,0 +1,365 @@
+"""What every metered /v1 call shares: its state, the admission steps and its exits.
+
+``GatewayCall.run`` wraps a subclass's ``_serve`` so that every exit -- success, refusal, upstream
+failure, client disconnect, crash -- answers once in the client's error shape and settles
+exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").
+"""
+
+from __future__ import annotations
+
+import random
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.trace import Span
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from gateway import errors, routing
+from gateway.auth import Caller, authenticate
+from gateway.catalog.snapshot import Candidate, CatalogSnapshot, UserChannel
+from gateway.channels.http import CutByShutdown, UpstreamResponse
+from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url
+from gateway.channels.relay import StreamWriter
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError
+from gateway.ledger.wallet import PaymentRequired, Reservation, WalletUnavailable
+from gateway.limits import UserChannelLimit, Verdict, global_identity
+from gateway.metering import Priced, RequestLog, price, reserve_for
+from gateway.observability.log_context import REQUEST_ID
+from gateway.observability.outcomes import attempt_outcome
+from gateway.observability.tracing import Tracing, client_trace_headers
+from gateway.v1.request_io import write_error
+
+log = Logger()
+
+#: the shared state (Redis) could not admit the call: try again shortly (operations contract §5)
+RETRY_SOON = {"Retry-After": "1"}
+
+
+def new_request_id() -> str:
+    """96 random bits in hex: unique across nodes and restarts (it keys the ledger and the
+    usage log), and far cheaper per request than the CSPRNG -- it is no secret."""
+    return f"{random.getrandbits(96):024x}"
+
+
+class _Failover(Exception):
+    """This attempt failed before anything reached the client; try the next candidate."""
+
+    def __init__(self, error: GatewayError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class GatewayCall(ABC):
+    """State of one metered request; subclasses implement ``_serve``."""
+
+    family = errors.OPENAI
+
+    def __init__(self, ctx: GatewayContext, request: Any, endpoint: str) -> None:
+        self.ctx = ctx
+        self.request = request
+        self.log = RequestLog(
+            request_id=new_request_id(), user_id=0, api_key_id=None, endpoint=endpoint,
+            started=ctx.clock.seconds(), ip="",
+            user_agent=(request.getHeader(b"user-agent") or b"").decode("latin-1"))
+        self.reservation: Reservation | None = None
+        self.writer: StreamWriter | None = None
+        self.extra_headers: dict[str, str] = {}
+        self.client_gone = False
+        #: set when a stopping process ends this call at the end of its grace period
+        self.cut_by_shutdown = False
+        self._pending: Deferred[Any] | None = None
+        self._response: UpstreamResponse | None = None
+        #: why the current attempt got no response (connect error or timeout), for metrics
+        self._attempt_error: Exception | None = None
+        #: the channel and clock time of the attempt being metered (None: none is)
+        self._attempt_channel: int | None = None
+        self._attempt_started = 0.0
+        #: the call's span and the current attempt's (traces exported only)
+        self._span: Span | None = (ctx.tracing.request_span(request, f"POST {endpoint}")
+                                   if ctx.tracing is not None else None)
+        self._attempt_span: Span | None = None
+        self.input_tokens = 0
+        request.notifyFinish().addErrback(self._disconnected)
+
+    def _disconnected(self, _reason: Failure) -> None:
+        self.client_gone = True
+        if self._pending is not None:
+            # also when it is ``called`` but paused on the Agent's inner Deferred (waiting for
+            # the upstream's headers): cancel() reaches that one, and does nothing to a
+            # Deferred that already has its result
+            self._pending.cancel()
+        if self._response is not None:
+            self._response.abort()
+
+    def cut_for_shutdown(self) -> None:
+        """End this call now because the process stops (the drain's grace ran out): a stream
+        gets one error event and is billed for what was delivered; a call still waiting on
+        its upstream answers 503 and costs nothing."""
+        self.cut_by_shutdown = True
+        if self._pending is not None:
+            # also when it is ``called`` but paused on the Agent's inner Deferred: cancel()
+            # reaches that one (and does nothing to a Deferred that has its result)
+            self._pending.cancel()
+        if self._response is not None:
+            self._response.abort(CutByShutdown("the server is shutting down"))
+
+    async def run(self) -> None:
+        self.ctx.calls.opened(self)
+        failed = True
+        REQUEST_ID.set(self.log.request_id)  # this call's context only (log_context)
+        try:
+            await self._serve()
+            failed = False
+        except GatewayError as error:
+            self.log.status = error.status
+            self.log.error_message = error.message
+            self._answer_error(error)
+        except Exception:
+            if self.cut_by_shutdown:
+                refusal = errors.shutting_down()
+                self.log.status = refusal.status
+                self.log.error_message = refusal.message
+                self._answer_error(refusal)
+            else:
+                log.failure("unhandled error in text route")
+                self.log.status = 500
+                self.log.error_message = "internal error"
+                self._answer_error(errors.internal())
+        finally:
+            self.ctx.calls.closed(self)
+            self._attempt_ended(failed=failed)
+            if self._span is not None:
+                Tracing.end_request(self._span, self.request.code)
+            self._settle()
+
+    # --- the path -------------------------------------------------------------------------
+
+    @abstractmethod
+    async def _serve(self) -> None:
+        """The route itself: everything between the request and its answer."""
+
+    async def _caller(self) -> Caller:
+        """Gateway switch, authentication and the global rate limit (pipeline steps 1-4)."""
+        ctx = self.ctx
+        if not ctx.settings.flag("token_api_enabled"):
+            raise errors.gateway_disabled()
+        caller = await authenticate(ctx, self.request)
+        self.log.user_id, self.log.api_key_id, self.log.ip = (
+            caller.user.id, caller.key_id, caller.ip)
+        verdict = await limiter_verdict(ctx.limiter.check_global(
+            global_identity(caller.key_id, caller.user.id, caller.ip)))
+        if verdict.error is not None:
+            raise verdict.error
+        return caller
+
+    def _check_model(self, caller: Caller, model: str) -> None:
+        self.log.model_name = model
+        self.request.lockgate_model = model
+        if caller.key is not None and not caller.key.allows_model(model):
+            raise errors.model_not_allowed()
+
+    async def _plan(self, caller: Caller, model: str) -> list[Priced]:
+        ctx = self.ctx
+        snapshot = ctx.catalog.snapshot
+        group_ids = caller.user.active_group_ids(ctx.now())
+        key_channels = caller.key.allowed_user_channels if caller.key else ()
+        inputs = routing_inputs(snapshot, model, caller.user.id, group_ids, key_channels)
+        if inputs is None:
+            raise errors.no_channel()
+        plan = await routing.plan(
+            inputs.candidates, inputs.user_channels, model=model,
+            allowed_user_channels=inputs.allowed_user_channels, counter=ctx.state.incr,
+            available=ctx.health.is_available)
+        mode = ctx.settings.text("group_multiplier_mode")
+        return [price(inputs.by_config[a.config_id], snapshot, group_ids, mode) for a in plan]
+
+    async def _admit(self, caller: Caller, attempts: list[Priced], input_tokens: int,
+                     max_output: int | None) -> None:
+        """Reserve the worst case (402), then the primary user channel's limit (429)."""
+        ctx = self.ctx
+        amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
+        self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
+        await self._check_user_channel(caller, attempts[0].candidate.user_channel)
+
+    async def _check_user_channel(self, caller: Caller, primary: UserChannel) -> None:
+        """The primary target's per-user-channel limit (429), counted when admitted."""
+        verdict = await limiter_verdict(self.ctx.limiter.check_user_channel(
+            caller.user.id, UserChannelLimit(
+                primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
+                primary.rate_limit_burst)))
+        self.extra_headers.update(verdict.headers)
+        if verdict.error is not None:
+            raise verdict.error
+
+    # --- attempts (metrics, traces) --------------------------------------------------------
+
+    def _attempt_began(self, channel_id: int) -> None:
+        """Call right before an upstream request.  ``_attempt_ended`` counts it; ``run``
+        does so for a route that does not (its only attempt ends with the call)."""
+        self._response = None
+        self._attempt_error = None
+        ctx = self.ctx
+        if ctx.metrics is not None:
+            self._attempt_channel = channel_id
+            self._attempt_started = ctx.clock.seconds()
+        if ctx.tracing is not None and self._span is not None:
+            self._attempt_span = ctx.tracing.attempt_span(self._span, channel_id)
+
+    def _traced(self, headers: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
+        """``headers`` for the upstream plus the W3C trace context: the attempt's span when
+        traces are exported, else the client's own ``traceparent`` unchanged."""
+        span = self._attempt_span
+        trace = (client_trace_headers(self.request) if span is None
+                 else Tracing.headers_for(span))
+        if trace:
+            headers.update(trace)
+        return headers
+
+    def _attempt_ended(self, *, failed: bool) -> None:
+        """Count the current upstream attempt by outcome (operations contract §2) with its
+        time to first byte, and end its span."""
+        channel_id, span = self._attempt_channel, self._attempt_span
+        if channel_id is None and span is None:
+            return
+        self._attempt_channel = self._attempt_span = None
+        outcome = attempt_outcome(self._response, self._attempt_error,
+                                  failed or self.log.status >= 500)
+        if span is not None:
+            Tracing.end_attempt(span, outcome)
+        metrics = self.ctx.metrics
+        if metrics is None or channel_id is None:
+            return
+        response = self._response
+        if response is not None and response.first_body_at is not None:
+            metrics.first_byte(channel_id, response.first_body_at - self._attempt_started)
+        metrics.attempt(channel_id, outcome)
+
+    # --- exits ----------------------------------------------------------------------------
+
+    def _answer_error(self, error: GatewayError) -> None:
+        if self.client_gone:
+            return
+        writer = self.writer
+        if writer is not None and writer.started:
+            writer.finish()
+            return
+        for name, value in self.extra_headers.items():
+            error.headers.setdefault(name, value)
+        write_error(self.request, self.family, error)
+
+    def _settle(self) -> None:
+        ctx = self.ctx
+        if self.log.user_id == 0:
+            return  # never authenticated: nothing to bill, nothing to log against a user
+        if self.log.status == 429 and self.reservation is None:
+            return  # a refused flood must not turn into a flood of log rows
+        ctx.settler.settle_and_forget(self.reservation,
+                                      self.log.record(ctx.clock.seconds(), ctx.now()))
+
+
+#: verdicts of ``check_url`` per (url, the three settings it reads): the same few channel URLs
+#: are checked on every request, and the verdict depends on nothing else (a host *name* is
+#: checked again at connect time, on the address it resolves to)
+_URL_VERDICTS: dict[tuple[str, bool, bool, str], bool] = {}
+_URL_VERDICTS_MAX = 4096
+
+
+@dataclass(frozen=True)
+class RoutingInputs:
+    """What ``routing.plan`` needs about one (model, user, groups, key) on one snapshot."""
+
+    candidates: tuple[routing.Candidate, ...]
+    user_channels: dict[int, routing.UserChannelInfo]
+    allowed_user_channels: tuple[int, ...]
+    by_config: dict[int, Candidate]
+
+
+#: per catalog snapshot (immutable, replaced wholesale on reload): the same caller asking for
+#: the same model gets the same inputs, so they are built once, not on every request
+_ROUTING_INPUTS: weakref.WeakKeyDictionary[
+    CatalogSnapshot, dict[tuple[Any, ...], RoutingInputs | None]] = weakref.WeakKeyDictionary()
+_ROUTING_INPUTS_PER_SNAPSHOT = 50_000
+
+
+def routing_inputs(snapshot: CatalogSnapshot, model: str, user_id: int,
+                   group_ids: Sequence[int], key_channels: Sequence[int]
+                   ) -> RoutingInputs | None:
+    """The candidates of §5 step 2 in ``routing``'s terms; None when there are none (503)."""
+    cache = _ROUTING_INPUTS.get(snapshot)
+    if cache is None:
+        cache = _ROUTING_INPUTS[snapshot] = {}
+    key = (model, user_id, tuple(group_ids), tuple(key_channels))
+    if key in cache:
+        return cache[key]
+    found = snapshot.candidates_for(model, user_id, group_ids, key_channels)
+    inputs = RoutingInputs(
+        candidates=tuple(routing.Candidate(
+            config_id=c.config.id, channel_id=c.channel.id,
+            user_channel_id=c.user_channel.id, priority=c.channel.priority,
+            weight=c.channel.weight, channel_type=c.channel.type,
+            base_url=c.channel.base_url, upstream_model=c.upstream_model) for c in found),
+        user_channels={c.user_channel.id: routing.UserChannelInfo(
+            c.user_channel.id, c.user_channel.routing_algorithm) for c in found},
+        allowed_user_channels=tuple(key_channels),
+        by_config={c.config.id: c for c in found},
+    ) if found else None
+    if len(cache) < _ROUTING_INPUTS_PER_SNAPSHOT:
+        cache[key] = inputs
+    return inputs
+
+
+async def limiter_verdict(pending: Awaitable[Verdict]) -> Verdict:
+    """A rate limiter's verdict; when the shared state (Redis) cannot answer, the call is
+    refused with 503 -- a limit nobody can count must not let everything through."""
+    try:
+        return await pending
+    except Exception:
+        log.failure("rate limiting could not reach the shared state")
+        raise GatewayError(503, "Rate limiting is temporarily unavailable",
+                           type="service_unavailable", headers=RETRY_SOON) from None
+
+
+async def reserve_or_refuse(ctx: GatewayContext, request_id: str, caller: Caller,
+                            amount: int) -> Reservation:
+    """Hold ``amount`` for a call: 402 when the wallet or key cannot pay, 503 when the shared
+    wallet cannot be asked (never admit on a guess)."""
+    try:
+        return await ctx.wallets.reserve(request_id, caller.user.id, caller.key_id, amount,
+                                         jwt=caller.key is None)
+    except PaymentRequired as exc:
+        raise GatewayError(402, str(exc), type="insufficient_quota",
+                           code="insufficient_quota") from None
+    except WalletUnavailable:
+        log.failure("admission could not reach the shared wallet")
+        raise GatewayError(503, "Billing is temporarily unavailable",
+                           type="service_unavailable", headers=RETRY_SOON) from None
+
+
+def guard_url(ctx: GatewayContext, url: str) -> None:
+    """The SSRF policy, checked on every upstream URL before the call (contract §6.3)."""
+    settings = ctx.settings
+    key = (url, settings.flag("ssrf_protection_enabled"),
+           settings.flag("ssrf_allow_private_networks"), settings.text("ssrf_allowed_hosts"))
+    safe = _URL_VERDICTS.get(key)
+    if safe is None:
+        try:
+            check_url(url, UrlPolicy.from_settings(settings))
+            safe = True
+        except UnsafeUrl:
+            safe = False
+        if len(_URL_VERDICTS) >= _URL_VERDICTS_MAX:
+            _URL_VERDICTS.clear()
+        _URL_VERDICTS[key] = safe
+    if not safe:
+        raise errors.ssrf_blocked()
+
+
+def upstream_header(response: UpstreamResponse, name: bytes) -> str | None:
+    value = response.header(name)
+    return value.decode("latin-1") if value else None

@@ -1,0 +1,126 @@
+"""``:countTokens``, ``:embedContent`` and ``:batchEmbedContents`` for ``modelaction`` channels.
+
+Neither has a counterpart in the other protocols, so there is no translation: the body goes to
+the channel's ``/v1beta/models/<upstream model>:<action>`` unchanged and the answer comes back
+as the upstream sent it.  ``countTokens`` is not billed (it only counts, contract §8.1 "MAY
+forward countTokens unbilled") but is logged at zero cost; the embedding actions are billed on
+their input tokens (the upstream reports none, so they are estimated from the texts, §10.3).  Any
+other channel type answers 400, since it cannot serve these actions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import orjson
+
+from gateway import errors
+from gateway.billing.usage import Usage
+from gateway.catalog.snapshot import normalize_model_name
+from gateway.channels.channel_types import normalise_channel_type
+from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError
+from gateway.channels.upstream_failure import report_status, report_transport
+from gateway.channels.upstream_url import join, json_headers, relayable_headers
+from gateway.context import GatewayContext
+from gateway.protocols.estimate import estimate_texts
+from gateway.v1.call import GatewayCall, guard_url, upstream_header
+from gateway.v1.request_io import read_body, write_json_bytes
+
+ACTIONS = ("countTokens", "embedContent", "batchEmbedContents")
+MAX_ANSWER = 16 << 20
+
+
+def _texts(value: Any) -> list[str]:
+    """Every ``text`` inside a Google body (contents, parts, requests...)."""
+    if isinstance(value, dict):
+        found = [value["text"]] if isinstance(value.get("text"), str) else []
+        for key, item in value.items():
+            if key != "text":
+                found.extend(_texts(item))
+        return found
+    if isinstance(value, list):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
+def _with_model(body: dict[str, Any], model: str) -> dict[str, Any]:
+    """The body with every ``model`` field (top level, and per batch request) set to ours."""
+    out = dict(body)
+    if isinstance(out.get("model"), str):
+        out["model"] = model
+    if isinstance(out.get("requests"), list):
+        out["requests"] = [{**item, "model": model} if isinstance(item, dict) else item
+                           for item in out["requests"]]
+    return out
+
+
+class ModelActionRelayCall(GatewayCall):
+    family = errors.MODELACTION
+
+    def __init__(self, ctx: GatewayContext, request: Any, endpoint: str, model: str,
+                 action: str) -> None:
+        super().__init__(ctx, request, endpoint)
+        self.model = model
+        self.action = action
+
+    async def _serve(self) -> None:
+        caller = await self._caller()
+        raw = read_body(self.request, self.ctx.max_body_bytes)
+        try:
+            body = orjson.loads(raw) if raw.strip() else {}
+        except orjson.JSONDecodeError:
+            raise errors.invalid_body() from None
+        if not isinstance(body, dict):
+            raise errors.invalid_body()
+        model = normalize_model_name(self.model)
+        self._check_model(caller, model)
+        attempts = [p for p in await self._plan(caller, model)
+                    if normalise_channel_type(p.candidate.channel.type) == "modelaction"]
+        if not attempts:
+            raise errors.unsupported_upstream(
+                f"{self.action} is only supported on modelaction channels")
+        priced = attempts[0]
+        self.input_tokens = estimate_texts(_texts(body))
+        billed = self.action != "countTokens"
+        if billed:
+            await self._admit(caller, attempts[:1], self.input_tokens, 0)
+        self.log.priced = priced
+        channel = priced.candidate.channel
+        url = join(channel.base_url,
+                   f"/v1beta/models/{priced.candidate.upstream_model}:{self.action}")
+        guard_url(self.ctx, url)
+        upstream_body = _with_model(body, f"models/{priced.candidate.upstream_model}")
+        self._attempt_began(channel.id)
+        self._pending = self.ctx.upstream.request(
+            b"POST", url, self._traced(json_headers("modelaction", channel.api_key)),
+            orjson.dumps(upstream_body), first_byte_timeout=self.ctx.timeouts.first_byte)
+        try:
+            response = await self._pending
+        except UpstreamBlocked:
+            raise errors.ssrf_blocked() from None
+        except UpstreamError as exc:
+            self._attempt_error = exc
+            report_transport(self.ctx.health, self.log, channel, exc)
+            raise errors.upstream_failed() from None
+        finally:
+            self._pending = None
+        self._response = response
+        if response.code >= 400:
+            refusal = b""
+            with contextlib.suppress(UpstreamError, BodyTooLarge):
+                refusal = await response.read_all(1 << 20, idle_timeout=30)
+            report_status(self.ctx.health, self.log, channel, response.code, refusal)
+            raise errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+        self.ctx.health.record_success(channel.id)
+        try:
+            answer = await response.read_all(MAX_ANSWER,
+                                             idle_timeout=self.ctx.timeouts.stream_idle)
+        except (UpstreamError, BodyTooLarge):
+            raise errors.upstream_read_failed() from None
+        if billed:
+            self.log.usage = Usage(input=self.input_tokens, estimated=True)
+        self.log.delivered = billed
+        self.log.first_byte_at = self.ctx.clock.seconds()
+        write_json_bytes(self.request, response.code, answer,
+                         relayable_headers(response.headers))
