@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import text
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -16,6 +17,9 @@ from gateway.store import migrate
 from gateway.store.pool import DBRunner
 
 log = Logger()
+
+#: seconds a readiness probe may take before it answers 503 (operations contract §1)
+PROBE_DEADLINE = 2.0
 
 
 def _json(request: Any, status: int, payload: dict[str, Any]) -> bytes:
@@ -49,29 +53,42 @@ def _probe(conn: Any) -> bool:
 class Readyz(Resource):
     isLeaf = True
 
-    def __init__(self, db: DBRunner, state: SharedState | None = None) -> None:
+    def __init__(self, db: DBRunner, state: SharedState | None = None,
+                 clock: IReactorTime | None = None) -> None:
         super().__init__()
         self._db = db
         self._state = state
+        self._clock = clock
 
     def render_GET(self, request: Any) -> Any:
         if self._state is not None and not self._state.available:
             # known at once (the state tracks its connections): no waiting on Redis here
             return _json(request, 503, {"status": "shared state unreachable"})
         d = self._db.transaction(_probe)
+        done = False
+
+        def answer(status: int, text: str) -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            if timer is not None and timer.active():
+                timer.cancel()
+            request.write(_json(request, status, {"status": text}))
+            request.finish()
 
         def answered(current: bool) -> None:
             if current:
-                body = _json(request, 200, {"status": "ready"})
+                answer(200, "ready")
             else:
-                body = _json(request, 503, {"status": "migrations pending"})
-            request.write(body)
-            request.finish()
+                answer(503, "migrations pending")
 
         def failed(failure: Any) -> None:
             log.failure("readiness probe failed", failure)
-            request.write(_json(request, 503, {"status": "database unreachable"}))
-            request.finish()
+            answer(503, "database unreachable")
 
+        # a probe that cannot finish in time answers 503 (operations contract §1)
+        timer = (self._clock.callLater(PROBE_DEADLINE, answer, 503, "database unreachable")
+                 if self._clock is not None else None)
         d.addCallbacks(answered, failed)
         return NOT_DONE_YET

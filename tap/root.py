@@ -41,7 +41,7 @@ def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None
     build = ConsoleBuild.load()
     root = Root(ConsolePage(build, lambda: ctx.settings))
     root.putChild(b"healthz", Healthz())
-    root.putChild(b"readyz", Readyz(ctx.db, ctx.state))
+    root.putChild(b"readyz", Readyz(ctx.db, ctx.state, ctx.clock))
     root.putChild(b"assets", AssetDirectory(build))
     mount_console(root, ctx)
     for prefix, resource in (gateway or {}).items():

@@ -15,7 +15,7 @@ from twisted.web.test.requesthelper import DummyRequest
 
 from gateway.v1.calls_in_flight import CallsInFlight
 from tap.drain import DrainingRefusal, InFlight, within
-from tap.health import DrainingReadyz
+from tap.health import DrainingReadyz, Readyz
 
 
 def _request(path: bytes) -> DummyRequest:
@@ -111,3 +111,24 @@ class RefusalTests(TestCase):
         assert request.responseCode == 503
         assert orjson.loads(body) == {"status": "draining"}
         assert self.header(request, b"cache-control") == b"no-store"
+
+
+class HungDatabase:
+    """A database runner whose transactions never come back (a stalled server)."""
+
+    def transaction(self, fn: object, *args: object) -> Deferred[object]:
+        return Deferred()
+
+
+class ReadinessDeadlineTests(TestCase):
+    def test_a_probe_that_cannot_finish_in_two_seconds_answers_503(self) -> None:
+        clock = Clock()
+        request = _request(b"/readyz")
+        request.method = b"GET"
+        readyz = Readyz(HungDatabase(), None, clock)  # type: ignore[arg-type]
+        readyz.render(request)
+        clock.advance(1.9)
+        assert not request.finished
+        clock.advance(0.2)
+        assert request.finished and request.responseCode == 503
+        assert orjson.loads(b"".join(request.written)) == {"status": "database unreachable"}
