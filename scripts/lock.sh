@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# the in-tree build/ and *.egg-info that a regular install leaves behind go too
+trap 'rm -rf "$work" build lockgate.egg-info' EXIT
 "$PYTHON" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --upgrade pip
 # a regular (not editable) install of this checkout: no constraints, so pins are re-resolved
