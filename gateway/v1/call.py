@@ -7,6 +7,7 @@ exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").
 
 from __future__ import annotations
 
+import contextlib
 import random
 import weakref
 from abc import ABC, abstractmethod
@@ -22,9 +23,16 @@ from twisted.python.failure import Failure
 from gateway import errors, routing
 from gateway.auth import Caller, authenticate
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot, UserChannel
-from gateway.channels.http import CutByShutdown, UpstreamResponse
+from gateway.channels.http import (
+    BodyTooLarge,
+    CutByShutdown,
+    UpstreamBlocked,
+    UpstreamError,
+    UpstreamResponse,
+)
 from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.channels.relay import StreamWriter
+from gateway.channels.upstream_failure import report_status, report_transport
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.ledger.wallet import PaymentRequired, Reservation, WalletUnavailable
@@ -45,6 +53,14 @@ def new_request_id() -> str:
     """96 random bits in hex: unique across nodes and restarts (it keys the ledger and the
     usage log), and far cheaper per request than the CSPRNG -- it is no secret."""
     return f"{random.getrandbits(96):024x}"
+
+
+class ClientLeft(GatewayError):
+    """The client hung up while its upstream request was pending: our own cancel ended the
+    attempt, so it is nobody's failure (logged 499, nothing produced, nothing billed)."""
+
+    def __init__(self) -> None:
+        super().__init__(499, "client disconnected", type="client_closed_request")
 
 
 class _Failover(Exception):
@@ -210,6 +226,44 @@ class GatewayCall(ABC):
             self._attempt_started = ctx.clock.seconds()
         if ctx.tracing is not None and self._span is not None:
             self._attempt_span = ctx.tracing.attempt_span(self._span, channel_id)
+
+    # --- the upstream step: one place for every route family ----------------------------
+
+    async def _open_upstream(self, channel: Any, url: str, headers: dict[bytes, list[bytes]],
+                             body: bytes, first_byte_timeout: float) -> UpstreamResponse:
+        """One upstream attempt up to the response's head: the SSRF check, the attempt's
+        count and span, the request, and what a missing answer means.  Raises ``ClientLeft``
+        when the client's hang-up cancelled it, else a ``GatewayError`` (SSRF refusal, no
+        upstream answer: reported on the channel); the caller decides whether to fail over."""
+        guard_url(self.ctx, url)
+        self._attempt_began(channel.id)
+        self._pending = self.ctx.upstream.request(b"POST", url, self._traced(headers), body,
+                                                  first_byte_timeout=first_byte_timeout)
+        try:
+            response = await self._pending
+        except UpstreamBlocked:
+            raise errors.ssrf_blocked() from None
+        except UpstreamError as exc:
+            self._attempt_error = exc
+            if self.client_gone:
+                raise ClientLeft() from None
+            report_transport(self.ctx.health, self.log, channel, exc)
+            raise errors.upstream_failed() from None
+        finally:
+            self._pending = None
+        self._response = response
+        return response
+
+    async def _refusal(self, channel: Any, response: UpstreamResponse,
+                       body: bytes | None = None) -> GatewayError:
+        """The error an upstream error status becomes, after reporting it on the channel
+        (``body``: the answer when the caller already read it)."""
+        if body is None:
+            body = b""
+            with contextlib.suppress(UpstreamError, BodyTooLarge):
+                body = await response.read_all(1 << 20, idle_timeout=30)
+        report_status(self.ctx.health, self.log, channel, response.code, body)
+        return errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
 
     def _traced(self, headers: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
         """``headers`` for the upstream plus the W3C trace context: the attempt's span when

@@ -22,18 +22,16 @@ from gateway.catalog.snapshot import normalize_model_name
 from gateway.channels.channel_types import normalise_channel_type
 from gateway.channels.http import (
     BodyTooLarge,
-    UpstreamBlocked,
     UpstreamError,
     UpstreamResponse,
 )
 from gateway.channels.relay import BytesRelay, StreamWriter
-from gateway.channels.upstream_failure import report_status, report_transport
 from gateway.channels.upstream_url import auth_headers, join, relayable_headers
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.protocols.estimate import estimate_tokens, tokens_for_bytes
 from gateway.protocols.usage import extract_usage
-from gateway.v1.call import GatewayCall, guard_url, upstream_header
+from gateway.v1.call import GatewayCall
 from gateway.v1.multipart import MultipartError, Part, build, field, parse
 from gateway.v1.request_io import read_body, write_json_bytes
 from gateway.v1.tasks.images import store_image_task, task_answer
@@ -147,30 +145,12 @@ class MediaCall(GatewayCall):
             body = orjson.dumps({**self.fields, "model": upstream_model})
             content_type = b"application/json"
         url = join(channel.base_url, self.route.path)
-        guard_url(self.ctx, url)
         headers = {b"content-type": [content_type], b"user-agent": [b"Lockgate"]}
         headers.update(auth_headers(channel_type, channel.api_key))
-        self._attempt_began(channel.id)
-        self._pending = self.ctx.upstream.request(
-            b"POST", url, self._traced(headers), body,
-            first_byte_timeout=self.ctx.timeouts.first_byte)
-        try:
-            response = await self._pending
-        except UpstreamBlocked:
-            raise errors.ssrf_blocked() from None
-        except UpstreamError as exc:
-            self._attempt_error = exc
-            report_transport(self.ctx.health, self.log, channel, exc)
-            raise errors.upstream_failed() from None
-        finally:
-            self._pending = None
-        self._response = response
+        response = await self._open_upstream(channel, url, headers, body,
+                                             self.ctx.timeouts.first_byte)
         if response.code >= 400:
-            refusal = b""
-            with contextlib.suppress(UpstreamError, BodyTooLarge):
-                refusal = await response.read_all(1 << 20, idle_timeout=30)
-            report_status(self.ctx.health, self.log, channel, response.code, refusal)
-            raise errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+            raise await self._refusal(channel, response)
         self.ctx.health.record_success(channel.id)
         if self.route.stream_bytes:
             await self._stream(response)

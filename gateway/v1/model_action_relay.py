@@ -10,7 +10,6 @@ other channel type answers 400, since it cannot serve these actions.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import orjson
@@ -19,12 +18,11 @@ from gateway import errors
 from gateway.billing.usage import Usage
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channels.channel_types import normalise_channel_type
-from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError
-from gateway.channels.upstream_failure import report_status, report_transport
+from gateway.channels.http import BodyTooLarge, UpstreamError
 from gateway.channels.upstream_url import join, json_headers, relayable_headers
 from gateway.context import GatewayContext
 from gateway.protocols.estimate import estimate_texts
-from gateway.v1.call import GatewayCall, guard_url, upstream_header
+from gateway.v1.call import GatewayCall
 from gateway.v1.request_io import read_body, write_json_bytes
 
 ACTIONS = ("countTokens", "embedContent", "batchEmbedContents")
@@ -89,29 +87,12 @@ class ModelActionRelayCall(GatewayCall):
         channel = priced.candidate.channel
         url = join(channel.base_url,
                    f"/v1beta/models/{priced.candidate.upstream_model}:{self.action}")
-        guard_url(self.ctx, url)
         upstream_body = _with_model(body, f"models/{priced.candidate.upstream_model}")
-        self._attempt_began(channel.id)
-        self._pending = self.ctx.upstream.request(
-            b"POST", url, self._traced(json_headers("modelaction", channel.api_key)),
-            orjson.dumps(upstream_body), first_byte_timeout=self.ctx.timeouts.first_byte)
-        try:
-            response = await self._pending
-        except UpstreamBlocked:
-            raise errors.ssrf_blocked() from None
-        except UpstreamError as exc:
-            self._attempt_error = exc
-            report_transport(self.ctx.health, self.log, channel, exc)
-            raise errors.upstream_failed() from None
-        finally:
-            self._pending = None
-        self._response = response
+        response = await self._open_upstream(
+            channel, url, json_headers("modelaction", channel.api_key),
+            orjson.dumps(upstream_body), self.ctx.timeouts.first_byte)
         if response.code >= 400:
-            refusal = b""
-            with contextlib.suppress(UpstreamError, BodyTooLarge):
-                refusal = await response.read_all(1 << 20, idle_timeout=30)
-            report_status(self.ctx.health, self.log, channel, response.code, refusal)
-            raise errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+            raise await self._refusal(channel, response)
         self.ctx.health.record_success(channel.id)
         try:
             answer = await response.read_all(MAX_ANSWER,

@@ -12,7 +12,6 @@ answers once and settles exactly once.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from gateway import errors, routing
@@ -22,13 +21,11 @@ from gateway.channels.http import (
     BodyTooLarge,
     CutByShutdown,
     UpstreamAborted,
-    UpstreamBlocked,
     UpstreamError,
     UpstreamResponse,
     UpstreamTimeout,
 )
 from gateway.channels.relay import EventRelay, StreamWriter
-from gateway.channels.upstream_failure import report_status, report_transport
 from gateway.channels.upstream_url import join, json_headers, relayable_headers
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
@@ -38,7 +35,7 @@ from gateway.protocols.estimate import estimate_tokens
 from gateway.protocols.request import ClientRequest, parse_client_request
 from gateway.protocols.sse import PING
 from gateway.protocols.translate import Translator, make_translator
-from gateway.v1.call import GatewayCall, _Failover, guard_url, upstream_header
+from gateway.v1.call import ClientLeft, GatewayCall, _Failover
 from gateway.v1.request_io import read_body, write_json_bytes
 
 #: largest non-streamed upstream answer we buffer
@@ -99,7 +96,6 @@ class TextCall(GatewayCall):
 
     async def _attempt(self, client_request: ClientRequest, priced: Priced,
                        deadline: routing.Deadline) -> None:
-        ctx = self.ctx
         channel = priced.candidate.channel
         channel_type = normalise_channel_type(channel.type)
         try:
@@ -108,11 +104,6 @@ class TextCall(GatewayCall):
         except ProtocolError as exc:
             raise _Failover(GatewayError(exc.status, exc.message, type=exc.type)) from None
         url = join(channel.base_url, translator.upstream_path().decode())
-        try:
-            guard_url(ctx, url)
-        except GatewayError as blocked:
-            raise _Failover(blocked) from None
-        self._attempt_began(channel.id)
         try:
             await self._exchange(client_request, translator, url, channel_type, priced,
                                  deadline)
@@ -126,30 +117,20 @@ class TextCall(GatewayCall):
         """One upstream request and its relay (one attempt)."""
         ctx = self.ctx
         channel = priced.candidate.channel
-        self._pending = ctx.upstream.request(
-            b"POST", url, self._traced(json_headers(channel_type, channel.api_key,
-                                                    self._forwarded_headers(channel_type))),
-            translator.upstream_body(),
-            first_byte_timeout=deadline.timeout(ctx.timeouts.first_byte))
         try:
-            response = await self._pending
-        except UpstreamBlocked:
-            raise _Failover(errors.ssrf_blocked()) from None
-        except UpstreamError as exc:
-            self._attempt_error = exc
-            if self.client_gone:
-                # our own cancel: the client left before the upstream answered; nothing was
-                # produced, and the channel did nothing wrong
-                self.log.status = 499
-                self.log.error_message = "client disconnected"
-                return
-            report_transport(ctx.health, self.log, channel, exc)
-            raise _Failover(errors.upstream_failed()) from None
-        finally:
-            self._pending = None
-        self._response = response
+            response = await self._open_upstream(
+                channel, url, json_headers(channel_type, channel.api_key,
+                                           self._forwarded_headers(channel_type)),
+                translator.upstream_body(), deadline.timeout(ctx.timeouts.first_byte))
+        except ClientLeft:
+            raise
+        except GatewayError as failed:
+            raise _Failover(failed) from None
         if response.code >= 400:
-            await self._upstream_refused(response, channel)
+            refusal = await self._refusal(channel, response)
+            if routing.retryable(routing.Outcome(routing.STATUS, status=response.code)):
+                raise _Failover(refusal)
+            raise refusal
         ctx.health.record_success(channel.id)
         if client_request.stream:
             await self._relay_stream(translator, response)
@@ -164,17 +145,6 @@ class TextCall(GatewayCall):
     def _forwarded_headers(self, channel_type: str) -> dict[bytes, list[bytes]] | None:
         """Client headers a same-protocol upstream should see (none by default, §6.1)."""
         return None
-
-    async def _upstream_refused(self, response: UpstreamResponse, channel: Any) -> None:
-        body = b""
-        with contextlib.suppress(UpstreamError, BodyTooLarge):
-            body = await response.read_all(1 << 20, idle_timeout=30)
-        status = response.code
-        report_status(self.ctx.health, self.log, channel, status, body)
-        error = errors.from_upstream(status, upstream_header(response, b"retry-after"))
-        if routing.retryable(routing.Outcome(routing.STATUS, status=status)):
-            raise _Failover(error)
-        raise error
 
     async def _relay_body(self, translator: Translator, response: UpstreamResponse) -> None:
         try:

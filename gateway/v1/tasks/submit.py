@@ -21,12 +21,11 @@ from gateway.auth import Caller
 from gateway.billing.cost import Cost
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channels.channel_types import normalise_channel_type
-from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError
-from gateway.channels.upstream_failure import report_status, report_transport
+from gateway.channels.http import BodyTooLarge, UpstreamError
 from gateway.channels.upstream_url import join, json_headers
 from gateway.context import GatewayContext
 from gateway.metering import Priced
-from gateway.v1.call import GatewayCall, guard_url, reserve_or_refuse, upstream_header
+from gateway.v1.call import GatewayCall, reserve_or_refuse
 from gateway.v1.request_io import read_body, write_json_bytes
 from gateway.v1.tasks import bodies, store, views
 from gateway.v1.tasks.create import NewTask, persist
@@ -129,33 +128,17 @@ class TaskCall(GatewayCall):
     async def _submit(self, channel: Any, channel_type: str, path: str,
                       body: dict[str, Any]) -> Any:
         url = join(channel.base_url, path)
-        guard_url(self.ctx, url)
-        self._attempt_began(channel.id)
-        self._pending = self.ctx.upstream.request(
-            b"POST", url, self._traced(json_headers(channel_type, channel.api_key)),
-            orjson.dumps(body),
-            first_byte_timeout=self.ctx.timeouts.first_byte)
-        try:
-            response = await self._pending
-        except UpstreamBlocked:
-            raise errors.ssrf_blocked() from None
-        except UpstreamError as exc:
-            self._attempt_error = exc
-            report_transport(self.ctx.health, self.log, channel, exc)
-            raise errors.upstream_failed() from None
-        finally:
-            self._pending = None
-        self._response = response
+        response = await self._open_upstream(
+            channel, url, json_headers(channel_type, channel.api_key), orjson.dumps(body),
+            self.ctx.timeouts.first_byte)
         try:
             raw = await response.read_all(MAX_ANSWER, idle_timeout=self.ctx.timeouts.stream_idle)
         except (UpstreamError, BodyTooLarge):
             if response.code >= 400:
-                report_status(self.ctx.health, self.log, channel, response.code, b"")
-                raise errors.from_upstream(response.code) from None
+                raise await self._refusal(channel, response, b"") from None
             raise errors.upstream_read_failed() from None
         if response.code >= 400:
-            report_status(self.ctx.health, self.log, channel, response.code, raw)
-            raise errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+            raise await self._refusal(channel, response, raw)
         self.ctx.health.record_success(channel.id)
         content_type = (response.header(b"content-type") or b"").lower()
         if content_type.startswith(b"text/event-stream"):
