@@ -1,0 +1,92 @@
+"""The admin pages closed after issue 21 in a real headless Chromium: meta models (list, create
+in a dialog, the validate button showing the API's own error text, delete).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from playwright.sync_api import expect
+
+from tests.web.browser import ADMIN
+from tests.web.test_browser import BrowserCase
+
+NO_OTHERWISE = 'route {\n  when request.total_estimated_tokens > 10 => call "small"\n}'
+NO_OTHERWISE_ERROR = "line 3:1: route requires an otherwise branch"
+PROGRAM = ('route {\n  when request.total_estimated_tokens > 32000 => call "large"\n'
+           '  otherwise => call "small"\n}')
+
+
+class AdminGapTests(BrowserCase):
+    admin_token: ClassVar[str]
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.admin_token = cls.server.call("POST", "/api/setup", ADMIN)["token"]
+        cls.server.call("PUT", "/api/settings", {"ssrf_allow_private_networks": True},
+                        token=cls.admin_token)
+
+    def admin(self, path: str) -> Any:
+        watched = self.watched()
+        self.open_signed_in(watched, self.admin_token)
+        watched.page.goto(self.server.base + path)
+        return watched
+
+    def test_meta_model_created_validated_and_deleted_in_the_ui(self) -> None:
+        for name in ("large", "small"):
+            self.server.call("POST", "/api/models", {"model_name": name},
+                             token=self.admin_token)
+        watched = self.watched()
+        page = watched.page
+        self.open_signed_in(watched, self.admin_token)
+        page.get_by_role("navigation").get_by_role("link", name="Meta models").click()
+        expect(page.get_by_role("heading", level=1, name="Meta models")).to_be_visible()
+        expect(page.get_by_text("No meta models yet")).to_be_visible()
+
+        page.get_by_role("button", name="Add meta model").click()
+        dialog = page.get_by_role("dialog", name="Add meta model")
+        dialog.get_by_label("Public model name").fill("smart")
+        dialog.get_by_label("Label").fill("Smart router")
+        dialog.get_by_label("Description").fill("routes by size")
+        dialog.get_by_label("DSL source").fill(NO_OTHERWISE)
+        dialog.get_by_role("button", name="Validate").click()
+        expect(dialog.get_by_role("alert")).to_have_text(NO_OTHERWISE_ERROR)
+        watched.screenshot("meta-model-invalid")
+        # saving the same program is refused with the same text, and stores nothing
+        dialog.get_by_role("button", name="Save").click()
+        expect(dialog.get_by_role("alert").filter(has_text=NO_OTHERWISE_ERROR)
+               ).to_have_count(2)
+        assert self.server.call("GET", "/api/meta-models", token=self.admin_token) == []
+
+        dialog.get_by_label("DSL source").fill(PROGRAM)
+        expect(dialog.get_by_role("alert")).to_have_count(1)
+        dialog.get_by_role("button", name="Validate").click()
+        expect(dialog.get_by_role("status")).to_have_text("The program is valid")
+        dialog.get_by_label("Billing mode").select_option("meta")
+        dialog.get_by_label("Input price", exact=True).fill("1.5")
+        dialog.get_by_label("Output price", exact=True).fill("2")
+        dialog.get_by_label("Expose referenced models").uncheck()
+        dialog.get_by_role("button", name="Save").click()
+        expect(dialog).to_be_hidden()
+        row = page.get_by_role("row").filter(has_text="smart")
+        expect(row.get_by_role("cell", name="Smart router", exact=True)).to_be_visible()
+        expect(row.get_by_role("cell", name="1.5", exact=True)).to_be_visible()
+        [stored] = self.server.call("GET", "/api/meta-models", token=self.admin_token)
+        assert stored["model_name"] == "smart" and stored["dsl"] == PROGRAM, stored
+        assert stored["billing_mode"] == "meta" and stored["output_price"] == "2", stored
+        assert stored["expose_referenced_models"] is False, stored
+
+        row.get_by_role("button", name="Edit").click()
+        dialog = page.get_by_role("dialog", name="Edit meta model")
+        expect(dialog.get_by_label("DSL source")).to_have_value(PROGRAM)
+        dialog.get_by_label("Output price", exact=True).fill("2.5")
+        dialog.get_by_role("button", name="Save").click()
+        expect(row.get_by_role("cell", name="2.5", exact=True)).to_be_visible()
+
+        row.get_by_role("button", name="Delete").click()
+        page.get_by_role("dialog", name="Delete meta model").get_by_role(
+            "button", name="Delete").click()
+        expect(page.get_by_text("No meta models yet")).to_be_visible()
+        assert self.server.call("GET", "/api/meta-models", token=self.admin_token) == []
+        self.assert_clean(watched, allowed_errors=("status of 400",))
