@@ -1,5 +1,6 @@
 """The admin pages closed after issue 21 in a real headless Chromium: meta models (list, create
-in a dialog, the validate button showing the API's own error text, delete).
+in a dialog, the validate button showing the API's own error text, delete), the user-channel
+access dialog edited with the keyboard only (no ``window.prompt``).
 """
 
 from __future__ import annotations
@@ -90,3 +91,56 @@ class AdminGapTests(BrowserCase):
         expect(page.get_by_text("No meta models yet")).to_be_visible()
         assert self.server.call("GET", "/api/meta-models", token=self.admin_token) == []
         self.assert_clean(watched, allowed_errors=("status of 400",))
+
+    def test_user_channel_access_edited_with_the_keyboard_only(self) -> None:
+        token = self.admin_token
+        gold = self.server.call("POST", "/api/groups", {"name": "gold"}, token=token)
+        self.server.call("POST", "/api/groups", {"name": "silver"}, token=token)
+        channel = self.server.call("POST", "/api/user-channels", {"name": "premium"},
+                                   token=token)
+        user = self.server.call("POST", "/auth/password/register", {
+            "username": "bob", "email": "bob@example.com", "password": "bob-password"})
+        user_id = user["user"]["id"]
+        watched = self.admin("/admin/user-channels")
+        page = watched.page
+        page.add_init_script("window.prompt = () => { throw new Error('window.prompt'); }")
+        row = page.get_by_role("row").filter(has_text="premium")
+        row.get_by_role("button", name="Access").focus()
+        page.keyboard.press("Enter")
+        dialog = page.get_by_role("dialog", name="Channel access")
+        expect(dialog.get_by_role("group", name="Allowed groups")).to_be_visible()
+        gold_box = dialog.get_by_role("checkbox", name="gold", exact=True)
+        expect(gold_box).to_be_visible()
+        for _ in range(10):
+            if gold_box.evaluate("box => box === document.activeElement"):
+                break
+            page.keyboard.press("Tab")
+        else:
+            raise AssertionError("Tab never reached the 'gold' checkbox")
+        page.keyboard.press("Space")
+        expect(gold_box).to_be_checked()
+        expect(dialog.get_by_role("checkbox", name="silver", exact=True)).not_to_be_checked()
+        users = dialog.get_by_label("Allowed user ids")
+        for _ in range(4):
+            if users.evaluate("field => field === document.activeElement"):
+                break
+            page.keyboard.press("Tab")
+        else:
+            raise AssertionError("Tab never reached 'Allowed user ids'")
+        page.keyboard.type(f"{user_id}, x7")
+        page.keyboard.press("Enter")
+        expect(dialog.get_by_role("alert")).to_have_text(
+            "Allowed user ids must be whole numbers: “x7” is not")
+        page.keyboard.press("Backspace")
+        page.keyboard.press("Backspace")
+        page.keyboard.press("Backspace")
+        page.keyboard.press("Backspace")
+        page.keyboard.press("Enter")
+        expect(dialog).to_be_hidden()
+        expect(row.get_by_role("cell", name="gold", exact=True)).to_be_visible()
+        expect(row.get_by_role("cell", name="bob", exact=True)).to_be_visible()
+        stored = self.server.call("GET", f"/api/user-channels/{channel['id']}", token=token)
+        assert [g["group_id"] for g in stored["allowed_groups"]] == [gold["id"]], stored
+        assert [u["user_id"] for u in stored["allowed_users"]] == [user_id], stored
+        watched.screenshot("user-channel-access")
+        self.assert_clean(watched)
