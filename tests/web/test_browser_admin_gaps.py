@@ -1,6 +1,7 @@
 """The admin pages closed after issue 21 in a real headless Chromium: meta models (list, create
 in a dialog, the validate button showing the API's own error text, delete), the user-channel
-access dialog edited with the keyboard only (no ``window.prompt``).
+access dialog edited with the keyboard only (no ``window.prompt``), and a channel's group
+multipliers set in the channel dialog.
 """
 
 from __future__ import annotations
@@ -143,4 +144,44 @@ class AdminGapTests(BrowserCase):
         assert [g["group_id"] for g in stored["allowed_groups"]] == [gold["id"]], stored
         assert [u["user_id"] for u in stored["allowed_users"]] == [user_id], stored
         watched.screenshot("user-channel-access")
+        self.assert_clean(watched)
+
+    def test_channel_group_multipliers_in_the_channel_dialog(self) -> None:
+        token = self.admin_token
+        group = self.server.call("POST", "/api/groups", {"name": "bronze"}, token=token)
+        watched = self.admin("/admin/channels")
+        page = watched.page
+        page.get_by_role("button", name="Add channel").click()
+        dialog = page.get_by_role("dialog", name="Add channel")
+        dialog.get_by_label("Name").fill("multiplied")
+        dialog.get_by_label("Base URL").fill("http://127.0.0.1:9/")
+        dialog.get_by_label("API key").fill("sk-none")
+        multiplier = dialog.get_by_role("group", name="Group multipliers").get_by_label(
+            "Multiplier for bronze")
+        multiplier.fill("-2")
+        dialog.get_by_role("button", name="Save").click()
+        expect(dialog.get_by_role("alert")).to_have_text(
+            "The multiplier for bronze must be a number of at least 0")
+        assert [c["name"] for c in self.server.call("GET", "/api/channels", token=token)
+                if c["name"] == "multiplied"] == []
+        multiplier.fill("1.25")
+        dialog.get_by_role("button", name="Save").click()
+        expect(dialog).to_be_hidden()
+        row = page.get_by_role("row").filter(has_text="multiplied")
+        expect(row.get_by_role("cell", name="bronze: 1.25")).to_be_visible()
+        [stored] = [c for c in self.server.call("GET", "/api/channels", token=token)
+                    if c["name"] == "multiplied"]
+        assert [(m["group_id"], m["multiplier"]) for m in stored["group_multipliers"]] == [
+            (group["id"], "1.25")], stored
+
+        row.get_by_role("button", name="Edit").click()
+        dialog = page.get_by_role("dialog", name="Edit channel")
+        expect(dialog.get_by_label("Multiplier for bronze")).to_have_value("1.25")
+        dialog.get_by_label("Multiplier for bronze").fill("")
+        dialog.get_by_role("button", name="Save").click()
+        expect(dialog).to_be_hidden()
+        expect(row.get_by_role("cell", name="bronze: 1.25")).to_have_count(0)
+        [stored] = [c for c in self.server.call("GET", "/api/channels", token=token)
+                    if c["name"] == "multiplied"]
+        assert stored["group_multipliers"] == [], stored
         self.assert_clean(watched)
