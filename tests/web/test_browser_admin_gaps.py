@@ -1,7 +1,7 @@
-"""The admin pages closed after issue 21 in a real headless Chromium: meta models (list, create
-in a dialog, the validate button showing the API's own error text, delete), the user-channel
-access dialog edited with the keyboard only (no ``window.prompt``), and a channel's group
-multipliers set in the channel dialog.
+"""The admin pages closed after issue 21 in a real headless Chromium: meta models (list,
+create in a dialog, the DSL validated as typed and on Validate with the API's own error text,
+delete), the user-channel access dialog edited with the keyboard only (no ``window.prompt``),
+and a channel's group multipliers set in the channel dialog.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ class AdminGapTests(BrowserCase):
         dialog.get_by_label("Label").fill("Smart router")
         dialog.get_by_label("Description").fill("routes by size")
         dialog.get_by_label("DSL source").fill(NO_OTHERWISE)
+        # validated as typed (no click): the API's own text, at its line and column
+        expect(dialog.get_by_role("alert")).to_have_text(NO_OTHERWISE_ERROR)
         dialog.get_by_role("button", name="Validate").click()
         expect(dialog.get_by_role("alert")).to_have_text(NO_OTHERWISE_ERROR)
         watched.screenshot("meta-model-invalid")

@@ -1,6 +1,7 @@
 // Meta models: a public model name routed by a DSL program (§3 /admin/meta-models, API §6.3).
-import { useState } from "preact/hooks";
-import { api } from "../api";
+// The DSL source is validated by the API as it is typed (and on Validate), errors at line:col.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, errorText } from "../api";
 import { useAction, useResource } from "../data";
 import { useSession } from "../session";
 import { Alert, Check, Confirm, Dialog, Empty, Field, Loading, Select, Table, TextArea }
@@ -23,6 +24,9 @@ type MetaModel = Record<string, any> & { id: number; model_name: string; name: s
 
 type Validation = { valid: boolean; errors: string[] };
 
+/** How long the DSL source must rest before it is validated as typed. */
+const VALIDATE_AFTER_MS = 600;
+
 function MetaModelDialog({ item, onClose, onSaved }: { item: MetaModel | null;
   onClose: () => void; onSaved: () => void }) {
   const [modelName, setModelName] = useState(item?.model_name ?? "");
@@ -35,19 +39,34 @@ function MetaModelDialog({ item, onClose, onSaved }: { item: MetaModel | null;
   const [enabled, setEnabled] = useState(item?.enabled ?? true);
   const [expose, setExpose] = useState(item?.expose_referenced_models ?? true);
   const [verdict, setVerdict] = useState("");
+  const [problem, setProblem] = useState<string | null>(null);
   const action = useAction();
-  const checker = useAction();
+  /** the source being shown, so an answer about older text is dropped */
+  const latest = useRef(dsl);
+  latest.current = dsl;
   const body = () => ({
     model_name: modelName, name: label, description, dsl, billing_mode: billingMode,
     ...Object.fromEntries(PRICES.map(([key]) => [key, prices[key] || "0"])),
     enabled, expose_referenced_models: expose,
   });
   const validate = async () => {
+    const source = dsl;
     setVerdict("");
-    const found = await checker.run(() => api<Validation>("POST", "/api/meta-models/validate",
-      body()));
-    if (found) setVerdict(found.valid ? "The program is valid" : found.errors.join("; "));
+    setProblem(null);
+    try {
+      const found = await api<Validation>("POST", "/api/meta-models/validate", body());
+      if (latest.current !== source) return;
+      if (found.valid) setVerdict("The program is valid");
+      else setProblem(found.errors.join("; "));
+    } catch (e) {
+      if (latest.current === source) setProblem(errorText(e));
+    }
   };
+  useEffect(() => {
+    if (!dsl.trim()) return undefined;
+    const timer = setTimeout(() => void validate(), VALIDATE_AFTER_MS);
+    return () => clearTimeout(timer);
+  }, [dsl]);
   const save = async () => {
     const done = await action.run(() => (item
       ? api("PUT", `/api/meta-models/${item.id}`, body())
@@ -61,12 +80,12 @@ function MetaModelDialog({ item, onClose, onSaved }: { item: MetaModel | null;
       <Field label="Label" value={label} onValue={setLabel} placeholder="same as the name" />
       <TextArea label="Description" value={description} onValue={setDescription} rows={2} />
       <TextArea label="DSL source" value={dsl} rows={10}
-        onValue={(v) => { setDsl(v); setVerdict(""); checker.setError(null); }} />
+        onValue={(v) => { setDsl(v); setVerdict(""); setProblem(null); }} />
       <div class="inline">
-        <button type="button" onClick={validate} disabled={checker.busy}>Validate</button>
+        <button type="button" onClick={validate}>Validate</button>
         {verdict && <span role="status">{verdict}</span>}
       </div>
-      <Alert error={checker.error} />
+      <Alert error={problem} />
       <Select label="Billing mode" value={billingMode} onValue={setBillingMode}
         options={BILLING_MODES} />
       <div class="grid">
