@@ -27,6 +27,7 @@ REFUSED_401 = "the server responded with a status of 401"
 PAGES = [("/dashboard", "Dashboard"), ("/keys", "API keys"), ("/logs", "Usage logs"),
          ("/wallet", "Wallet"), ("/profile", "Profile"), ("/pricing", "Pricing"),
          ("/status", "Status"), ("/admin/channels", "Channels"), ("/admin/models", "Models"),
+         ("/admin/meta-models", "Meta models"),
          ("/admin/user-channels", "User channels"), ("/admin/groups", "Groups"),
          ("/admin/users", "Users"), ("/admin/logs", "All usage logs"),
          ("/admin/settings", "Settings"), ("/admin/announcements", "Announcements"),

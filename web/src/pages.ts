@@ -9,6 +9,7 @@ import { PricingPage } from "./pages/pricing";
 import { StatusPage } from "./pages/status";
 import { ChannelsPage } from "./admin/channels";
 import { ModelsPage } from "./admin/models";
+import { MetaModelsPage } from "./admin/meta_models";
 import { UsersPage } from "./admin/users";
 import { AllLogsPage } from "./admin/logs";
 import { SettingsPage } from "./admin/settings";
@@ -39,6 +40,7 @@ export const PUBLIC_PAGES: Page[] = [
 export const ADMIN_PAGES: Page[] = [
   { path: "/admin/channels", title: "Channels", component: ChannelsPage },
   { path: "/admin/models", title: "Models", component: ModelsPage },
+  { path: "/admin/meta-models", title: "Meta models", component: MetaModelsPage },
   { path: "/admin/user-channels", title: "User channels", component: UserChannelsPage },
   { path: "/admin/groups", title: "Groups", component: GroupsPage },
   { path: "/admin/users", title: "Users", component: UsersPage },

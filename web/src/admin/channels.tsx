@@ -25,6 +25,7 @@ type Channel = {
   enabled: boolean;
   last_health_status: string;
   models: Config[];
+  group_multipliers: { group_id: number; multiplier: string }[];
 };
 
 type Named = { id: number; name?: string; model_name?: string };
@@ -32,8 +33,16 @@ type Named = { id: number; name?: string; model_name?: string };
 type TestOutcome = { success: boolean; status_code: number | null; latency_ms: number;
   message: string };
 
-function ChannelDialog({ item, userChannels, onClose, onSaved }: { item: Channel | null;
-  userChannels: Named[]; onClose: () => void; onSaved: () => void }) {
+const DECIMAL = /^\d+(\.\d+)?$/;
+
+function initialMultipliers(item: Channel | null): Record<number, string> {
+  return Object.fromEntries((item?.group_multipliers ?? [])
+    .map((m) => [m.group_id, m.multiplier]));
+}
+
+function ChannelDialog({ item, userChannels, groups, onClose, onSaved }: {
+  item: Channel | null; userChannels: Named[]; groups: Named[]; onClose: () => void;
+  onSaved: () => void }) {
   const [name, setName] = useState(item?.name ?? "");
   const [type, setType] = useState(item?.type ?? "compat");
   const [baseUrl, setBaseUrl] = useState(item?.base_url ?? "");
@@ -43,15 +52,31 @@ function ChannelDialog({ item, userChannels, onClose, onSaved }: { item: Channel
   const [priority, setPriority] = useState(String(item?.priority ?? 1));
   const [weight, setWeight] = useState(String(item?.weight ?? 1));
   const [enabled, setEnabled] = useState(item?.enabled ?? true);
+  const [multipliers, setMultipliers] = useState<Record<number, string>>(
+    initialMultipliers(item));
   const action = useAction();
   const save = async () => {
+    const given = groups.map((g) => ({ group: g, text: (multipliers[g.id] ?? "").trim() }))
+      .filter((m) => m.text !== "");
+    const bad = given.find((m) => !DECIMAL.test(m.text));
+    if (bad) {
+      action.setError(`The multiplier for ${bad.group.name} must be a number of at least 0`);
+      return;
+    }
+    const items = given.map((m) => ({ group_id: m.group.id, multiplier: m.text }));
+    const before = initialMultipliers(item);
+    const changed = groups.some((g) => (multipliers[g.id] ?? "").trim() !== (before[g.id] ?? ""));
     const body: Record<string, unknown> = {
       name, type, base_url: baseUrl, user_channel_id: uc ? Number(uc) : null,
       priority: Number(priority), weight: Number(weight), enabled,
     };
     if (key) body.api_key = key;
-    const done = await action.run(() => (item
-      ? api("PUT", `/api/channels/${item.id}`, body) : api("POST", "/api/channels", body)));
+    const done = await action.run(async () => {
+      const saved = await (item ? api<Channel>("PUT", `/api/channels/${item.id}`, body)
+        : api<Channel>("POST", "/api/channels", body));
+      if (changed) await api("PUT", `/api/channels/${saved.id}/group-multipliers`, items);
+      return saved;
+    });
     if (done) onSaved();
   };
   return (
@@ -70,6 +95,17 @@ function ChannelDialog({ item, userChannels, onClose, onSaved }: { item: Channel
       <Field label="Priority" value={priority} onValue={setPriority} inputMode="numeric" />
       <Field label="Weight" value={weight} onValue={setWeight} inputMode="numeric" />
       <Check label="Enabled" checked={enabled} onChange={setEnabled} />
+      {groups.length > 0 && (
+        <fieldset class="choices">
+          <legend>Group multipliers</legend>
+          <p class="hint">Empty means the group pays this channel at 1×.</p>
+          {groups.map((g) => (
+            <Field key={g.id} label={`Multiplier for ${g.name}`} value={multipliers[g.id] ?? ""}
+              inputMode="decimal" placeholder="1"
+              onValue={(v) => setMultipliers((m) => ({ ...m, [g.id]: v }))} />
+          ))}
+        </fieldset>
+      )}
     </Dialog>
   );
 }
@@ -122,6 +158,7 @@ export function ChannelsPage() {
   const channels = useResource(() => api<Channel[]>("GET", "/api/channels"));
   const userChannels = useResource(() => api<Named[]>("GET", "/api/user-channels"));
   const models = useResource(() => api<Named[]>("GET", "/api/models"));
+  const groups = useResource(() => api<Named[]>("GET", "/api/groups"));
   const [editing, setEditing] = useState<Channel | "new" | null>(null);
   const [modelsOf, setModelsOf] = useState<number | null>(null);
   const [deleting, setDeleting] = useState<Channel | null>(null);
@@ -139,6 +176,7 @@ export function ChannelsPage() {
     void channels.reload();
   };
   const rows = channels.data ?? [];
+  const groupName = (id: number) => String(groups.data?.find((g) => g.id === id)?.name ?? id);
   const current = rows.find((c) => c.id === modelsOf);
   return (
     <>
@@ -157,6 +195,8 @@ export function ChannelsPage() {
           { title: "User channel", cell: (c) => c.user_channel?.name ?? "—" },
           { title: "Priority", cell: (c) => c.priority },
           { title: "Weight", cell: (c) => c.weight },
+          { title: "Group multipliers", cell: (c) => c.group_multipliers
+            .map((m) => `${groupName(m.group_id)}: ${m.multiplier}`).join(", ") || "—" },
           { title: "Models", cell: (c) => c.models.map((m) => m.model_name).join(", ") || "—" },
           { title: "Health", cell: (c) => (
             <span>{c.enabled ? c.last_health_status : "disabled"}
@@ -175,7 +215,7 @@ export function ChannelsPage() {
       )}
       {editing && (
         <ChannelDialog item={editing === "new" ? null : editing}
-          userChannels={userChannels.data ?? []} onClose={() => setEditing(null)}
+          userChannels={userChannels.data ?? []} groups={groups.data ?? []} onClose={() => setEditing(null)}
           onSaved={async () => {
             setEditing(null);
             notify("Channel saved");

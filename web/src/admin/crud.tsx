@@ -96,7 +96,8 @@ function show(value: unknown): string {
   if (value === true) return "Yes";
   if (value === false) return "No";
   if (value === null || value === undefined || value === "") return "—";
-  if (Array.isArray(value)) return value.map((v) => (typeof v === "object" ? v.name ?? v.id : v))
+  if (Array.isArray(value)) return value.map((v) => (typeof v === "object"
+    ? v.name ?? v.group?.name ?? v.user?.username ?? v.id : v))
     .join(", ") || "—";
   if (typeof value === "object") return String((value as any).name ?? JSON.stringify(value));
   return String(value);

@@ -1,6 +1,7 @@
 // The admin pages that are one list and one flat form each (§3).
 import { useState } from "preact/hooks";
 import { api, errorText } from "../api";
+import { AccessButton } from "./access";
 import { CrudPage } from "./crud";
 import type { CrudSpec } from "./crud";
 
@@ -27,34 +28,6 @@ const USER_CHANNELS: CrudSpec = {
   ],
   rowActions: (row, reload) => <AccessButton row={row} reload={reload} />,
 };
-
-/** Allowed groups and users of a user channel, as comma-separated ids. */
-function AccessButton({ row, reload }: { row: any; reload: () => Promise<void> }) {
-  const [error, setError] = useState<string | null>(null);
-  const edit = async () => {
-    const groups = window.prompt("Allowed group ids (comma separated, empty = none)",
-      (row.allowed_groups ?? []).map((g: any) => g.group_id ?? g.id).join(", "));
-    if (groups === null) return;
-    const users = window.prompt("Allowed user ids (comma separated, empty = none)",
-      (row.allowed_users ?? []).map((u: any) => u.user_id ?? u.id).join(", "));
-    if (users === null) return;
-    const ids = (text: string) => text.split(/[\s,]+/).filter(Boolean).map(Number);
-    try {
-      await api("PUT", `/api/user-channels/${row.id}/allowed-groups`, { group_ids: ids(groups) });
-      await api("PUT", `/api/user-channels/${row.id}/allowed-users`, { user_ids: ids(users) });
-      setError(null);
-      await reload();
-    } catch (e) {
-      setError(errorText(e));
-    }
-  };
-  return (
-    <>
-      <button type="button" onClick={edit}>Access</button>
-      {error && <span role="alert">{error}</span>}
-    </>
-  );
-}
 
 const GROUPS: CrudSpec = {
   title: "Groups", noun: "group", endpoint: "/api/groups", emptyText: "No groups yet",
