@@ -13,13 +13,10 @@ from sqlalchemy import select
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
 from twisted.internet.task import deferLater
-from twisted.protocols.policies import WrappingFactory
-from twisted.web.server import Site
 
 from gateway.billing.money import to_nanos
 from gateway.state.redis import RedisState
 from gateway.store import schema
-from tap.http_request import LockgateRequest
 from tests.gateway.gateway_case import OUTPUT_PRICE, GatewayTestCase
 from tests.support.redis_server import fresh_prefix, redis_server
 
@@ -97,22 +94,13 @@ class TwoNodesTests(ConcurrencyTests):
     async def second_node(self) -> str:
         node = self.node_b = self.open_app()
         self.addCleanup(node.close)
-        factory = WrappingFactory(Site(node.root, requestFactory=LockgateRequest))
-        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
-        self.addCleanup(port.stopListening)
-
-        def drop_connections() -> Any:
-            for protocol in list(factory.protocols):
-                protocol.transport.abortConnection()
-            return deferLater(reactor, 0.01, lambda: None)
-
-        self.addCleanup(drop_connections)
+        base = self.serve(node)
         for _ in range(500):  # the catalog reaches the second node over the Redis bus
             if node.ctx.catalog.snapshot.candidates("gpt-fake"):
                 break
             await deferLater(reactor, 0.01, lambda: None)
         assert node.ctx.catalog.snapshot.candidates("gpt-fake"), "catalog never arrived"
-        return f"http://127.0.0.1:{port.getHost().port}"
+        return base
 
     async def fire(self, count: int, token: str) -> list[int]:
         other = await self.second_node()

@@ -19,15 +19,12 @@ import treq
 from sqlalchemy import select
 from twisted.internet import reactor
 from twisted.internet.task import deferLater
-from twisted.protocols.policies import WrappingFactory
-from twisted.web.server import Site
 
 from gateway.billing.money import to_nanos
 from gateway.ledger.shared_wallet import HOLDS
 from gateway.state.redis import RedisState
 from gateway.store import schema
 from tap.app import Lockgate
-from tap.http_request import LockgateRequest
 from tests.gateway.gateway_case import GatewayTestCase
 from tests.support.redis_server import RedisServer, fresh_prefix, redis_server
 
@@ -59,19 +56,10 @@ class FleetRedisLossTests(GatewayTestCase):
     async def second_node(self) -> str:
         node = self.node_b = self.open_app()
         self.addCleanup(node.close)
-        factory = WrappingFactory(Site(node.root, requestFactory=LockgateRequest))
-        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
-        self.addCleanup(port.stopListening)
-
-        def drop_connections() -> Any:
-            for protocol in list(factory.protocols):
-                protocol.transport.abortConnection()
-            return deferLater(reactor, 0.01, lambda: None)
-
-        self.addCleanup(drop_connections)
+        base = self.serve(node)
         # the catalog reaches the second node over the Redis bus
         await eventually(lambda: bool(node.ctx.catalog.snapshot.candidates("gpt-fake")), 5)
-        return f"http://127.0.0.1:{port.getHost().port}"
+        return base
 
     async def chat(self, base: str) -> tuple[int, Any, Any]:
         response = await treq.post(

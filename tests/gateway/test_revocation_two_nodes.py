@@ -17,14 +17,11 @@ from sqlalchemy import update
 from twisted.internet import reactor
 from twisted.internet.defer import DeferredQueue
 from twisted.internet.task import deferLater
-from twisted.protocols.policies import WrappingFactory
-from twisted.web.server import Site
 
 from gateway.invalidation import USERS
 from gateway.state.redis import RedisState
 from gateway.store import schema
 from gateway.user_cache import DEFAULT_TTL
-from tap.http_request import LockgateRequest
 from tests.gateway.gateway_case import GatewayTestCase
 from tests.support.app import Response
 from tests.support.redis_server import fresh_prefix, redis_server
@@ -43,17 +40,7 @@ class RevocationAcrossNodesTests(GatewayTestCase):
     async def start_node_b(self) -> None:
         node = self.node_b = self.open_app()
         self.addCleanup(node.close)
-        factory = WrappingFactory(Site(node.root, requestFactory=LockgateRequest))
-        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
-        self.addCleanup(port.stopListening)
-
-        def drop_connections() -> Any:
-            for protocol in list(factory.protocols):
-                protocol.transport.abortConnection()
-            return deferLater(reactor, 0.01, lambda: None)
-
-        self.addCleanup(drop_connections)
-        self.base_b = f"http://127.0.0.1:{port.getHost().port}"
+        self.base_b = self.serve(node)
         # B's own subscriber, added after its Invalidation's: once it has a USERS message,
         # so has B's user cache
         self.bus_b: DeferredQueue[bytes] = DeferredQueue()

@@ -68,19 +68,29 @@ class AppTestCase(TestCase):
             self.database_url = f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
         self.app = self.open_app()
         self.addCleanup(self.app.close)
-        self.site_factory = WrappingFactory(LockgateSite(self.app.root))
-        self.port = reactor.listenTCP(0, self.site_factory, interface="127.0.0.1")
-        self.addCleanup(self._close_server_connections)
-        self.addCleanup(self.port.stopListening)
+        self.port = self.listen(self.app)
         self.base = f"http://127.0.0.1:{self.port.getHost().port}"
         self.pool = HTTPConnectionPool(reactor, persistent=False)
         self.addCleanup(self.pool.closeCachedConnections)
 
-    def _close_server_connections(self) -> Any:
-        """Keep-alive client connections would leave the reactor dirty: drop them."""
-        for protocol in list(self.site_factory.protocols):
-            protocol.transport.abortConnection()
-        return deferLater(reactor, 0.01, lambda: None)
+    def serve(self, app: Lockgate) -> str:
+        """The base URL of ``app`` (a second node, say) listening on a loopback port."""
+        return f"http://127.0.0.1:{self.listen(app).getHost().port}"
+
+    def listen(self, app: Lockgate) -> Any:
+        """Listen on a loopback port for ``app``; closed at cleanup, with its keep-alive
+        connections dropped (they would leave the reactor dirty)."""
+        factory = WrappingFactory(LockgateSite(app.root))
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+
+        def drop_connections() -> Any:
+            for protocol in list(factory.protocols):
+                protocol.transport.abortConnection()
+            return deferLater(reactor, 0.01, lambda: None)
+
+        self.addCleanup(drop_connections)
+        self.addCleanup(port.stopListening)
+        return port
 
     def open_app(self, **overrides: Any) -> Lockgate:
         options: dict[str, Any] = dict(
