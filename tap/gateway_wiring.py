@@ -20,7 +20,6 @@ from gateway.ledger.wallet import WalletBook, Wallets
 from gateway.limits import GatewayLimiter
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
-from gateway.state.memory import MemoryState
 from gateway.store import schema
 from gateway.user_cache import UserCache
 
@@ -36,7 +35,7 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
                   metrics: GatewayMetrics | None = None,
                   tracing: Tracing | None = None) -> GatewayContext:
     wallets: WalletBook
-    if not isinstance(ctx.state, MemoryState):
+    if ctx.state.shared_across_processes:
         # several processes share this state (Redis): reservations must be shared too
         wallets = SharedWallets(ctx.db, ctx.state, ctx.clock)  # type: ignore[arg-type]
         wallets.start()

@@ -11,7 +11,6 @@ from console.routes.updates import BUILD_VERSION
 from gateway.catalog.cache import CatalogCache
 from gateway.context import GatewayContext
 from gateway.observability.metrics import GatewayMetrics
-from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
 from gateway.v1.tasks.poller import TaskPoller
 
@@ -33,6 +32,6 @@ def watch(metrics: GatewayMetrics, gateway: GatewayContext, tasks: TaskPoller,
     sources.reservations_open = lambda: wallets.open_reservations
     sources.settlement_queue_depth = lambda: settler.uncommitted
     sources.task_backlog = lambda: tasks.polling
-    if not isinstance(state, MemoryState):
+    if state.shared_across_processes:
         # ``available`` is the shared state's own verdict on Redis
         sources.shared_state_up = lambda: state.available

@@ -18,6 +18,8 @@ log = Logger()
 class MemoryState:
     """Fixed windows open at the first call and expire ``window_seconds`` later."""
 
+    shared_across_processes = False
+
     def __init__(self, clock: IReactorTime) -> None:
         self._clock = clock
         # key -> (count, window end)

@@ -29,6 +29,10 @@ class WindowVerdict:
 
 
 class SharedState(Protocol):
+    #: True when other processes see the same state (Redis): money holds must then be
+    #: shared too, and reachability is worth reporting
+    shared_across_processes: bool
+
     @property
     def available(self) -> bool:
         """Whether the state answers now (always True in memory); admission and ``/readyz``

@@ -138,6 +138,8 @@ class _SubscriberFactory(_Factory):
 class RedisState:
     """Rate-limit windows, counters, claims and a pub/sub bus, shared through Redis."""
 
+    shared_across_processes = True
+
     def __init__(
         self,
         reactor: Any,
