@@ -15,7 +15,7 @@ from gateway.channels.safe_connect import LivePolicy
 from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.invalidation import CATALOG, EVERYTHING, KEYS, USERS
 from gateway.ledger.settlement import Settler
-from gateway.ledger.shared_wallet import SharedWallets
+from gateway.ledger.shared_wallet import SharedWallets, needs_shared_wallets
 from gateway.ledger.wallet import WalletBook, Wallets
 from gateway.limits import GatewayLimiter
 from gateway.observability.metrics import GatewayMetrics
@@ -35,9 +35,9 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
                   metrics: GatewayMetrics | None = None,
                   tracing: Tracing | None = None) -> GatewayContext:
     wallets: WalletBook
-    if ctx.state.shared_across_processes:
+    if needs_shared_wallets(ctx.state):
         # several processes share this state (Redis): reservations must be shared too
-        wallets = SharedWallets(ctx.db, ctx.state, ctx.clock)  # type: ignore[arg-type]
+        wallets = SharedWallets(ctx.db, ctx.state, ctx.clock)
         wallets.start()
     else:
         wallets = Wallets(ctx.db)
