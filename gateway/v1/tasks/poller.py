@@ -27,8 +27,8 @@ from gateway.channels.channel_types import normalise_channel_type
 from gateway.channels.upstream_url import join, json_headers
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
+from gateway.store import tasks as store
 from gateway.v1.call import guard_url
-from gateway.v1.tasks import store
 from gateway.v1.tasks.status import EXPIRED, QUEUED, normalise, progress, upstream_status
 
 log = Logger()
