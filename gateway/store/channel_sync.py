@@ -1,7 +1,7 @@
 """What model sync and price sync read and write (console contract §5.10).
 
-Sync works on whole channel rows (the upstream's URL, key and type, and the schedule columns),
-so those are handed out as the dicts of the admin catalog queries.  Applying a model list
+Sync needs of a channel only where its upstream is (URL, key), its name for the result, and
+its schedule; those come out as frozen ``SyncChannel`` rows.  Applying a model list
 ensures a global model per name and an enabled config per (channel, model, upstream name) --
 an existing model is never changed, a disabled config is enabled -- all inside the caller's
 transaction, so one channel's apply is atomic.
@@ -9,7 +9,7 @@ transaction, so one channel's apply is atomic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,6 +27,19 @@ CHUNK = 500
 
 
 @dataclass(frozen=True)
+class SyncChannel:
+    """The columns of a channel that model and price sync use."""
+
+    id: int
+    name: str
+    base_url: str
+    api_key: str | None
+    price_sync_cron: str
+    price_sync_last_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class WantedConfig:
     """One model a channel should serve: the global name, the upstream's, its provider."""
 
@@ -35,26 +48,33 @@ class WantedConfig:
     provider: str
 
 
-def channel(conn: Connection, channel_id: int) -> dict[str, Any]:
-    """The channel row, or a 404 ``CatalogError``."""
-    return fetch_row(conn, schema.channels, channel_id, CHANNEL_NOT_FOUND)
+def _sync_channel(row: Mapping[Any, Any]) -> SyncChannel:
+    return SyncChannel(id=row["id"], name=row["name"], base_url=row["base_url"],
+                       api_key=row["api_key"], price_sync_cron=row["price_sync_cron"] or "",
+                       price_sync_last_at=row["price_sync_last_at"],
+                       created_at=row["created_at"])
 
 
-def channels_to_sync(conn: Connection, channel_ids: Sequence[int]) -> list[dict[str, Any]]:
+def channel(conn: Connection, channel_id: int) -> SyncChannel:
+    """The channel, or a 404 ``CatalogError``."""
+    return _sync_channel(fetch_row(conn, schema.channels, channel_id, CHANNEL_NOT_FOUND))
+
+
+def channels_to_sync(conn: Connection, channel_ids: Sequence[int]) -> list[SyncChannel]:
     """The channels of ``channel_ids`` (those that exist), or every enabled one when empty."""
     ch = schema.channels
     query = select(ch).order_by(ch.c.id)
     query = query.where(ch.c.id.in_(channel_ids)) if channel_ids else query.where(
         ch.c.enabled.is_(True))
-    return [dict(row) for row in conn.execute(query).mappings()]
+    return [_sync_channel(row) for row in conn.execute(query).mappings()]
 
 
-def price_scheduled_channels(conn: Connection) -> list[dict[str, Any]]:
+def price_scheduled_channels(conn: Connection) -> list[SyncChannel]:
     """Enabled channels with scheduled price sync on, by id."""
     ch = schema.channels
     rows = conn.execute(select(ch).where(ch.c.enabled.is_(True),
                                          ch.c.price_sync_enabled.is_(True)).order_by(ch.c.id))
-    return [dict(row) for row in rows.mappings()]
+    return [_sync_channel(row) for row in rows.mappings()]
 
 
 def stamp_price_sync(conn: Connection, channel_id: int, now: datetime) -> None:

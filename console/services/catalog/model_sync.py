@@ -32,7 +32,7 @@ from console.validation import integer_text
 from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.invalidation import CATALOG
 from gateway.store import channel_sync as sync_store
-from gateway.store.channel_sync import WantedConfig
+from gateway.store.channel_sync import SyncChannel, WantedConfig
 from gateway.sync.fetch import FetchError, FetchRefused, fetch
 from gateway.sync.model_lists import (
     SyncFormatError,
@@ -49,7 +49,7 @@ FETCH_LIMIT = 8 << 20
 MAX_ITEMS = 5000
 
 
-async def load_channel(ctx: ConsoleContext, channel_id: Any) -> dict[str, Any]:
+async def load_channel(ctx: ConsoleContext, channel_id: Any) -> SyncChannel:
     if isinstance(channel_id, str):
         channel_id = integer_text(channel_id)
     if (isinstance(channel_id, bool) or not isinstance(channel_id, int) or channel_id <= 0
@@ -58,20 +58,20 @@ async def load_channel(ctx: ConsoleContext, channel_id: Any) -> dict[str, Any]:
     return await catalog_tx.run(ctx, sync_store.channel, channel_id)
 
 
-def channel_headers(channel: dict[str, Any], url: str, *, with_key: bool) -> dict[str, str]:
+def channel_headers(channel: SyncChannel, url: str, *, with_key: bool) -> dict[str, str]:
     """The channel key as a Bearer token -- only towards the channel's own host."""
     headers = {"accept": "application/json"}
-    key = (channel.get("api_key") or "").strip()
-    same_host = (urlsplit(url).hostname or "") == (urlsplit(channel["base_url"]).hostname or "")
+    key = (channel.api_key or "").strip()
+    same_host = (urlsplit(url).hostname or "") == (urlsplit(channel.base_url).hostname or "")
     if with_key and key and same_host:
         headers["authorization"] = f"Bearer {key}"
     return headers
 
 
-async def fetch_from_channel(ctx: ConsoleContext, channel: dict[str, Any], path: str, *,
+async def fetch_from_channel(ctx: ConsoleContext, channel: SyncChannel, path: str, *,
                              with_key: bool = True) -> bytes:
     """GET ``path`` under the channel's base URL; ``FetchError`` unless it answers 2xx."""
-    url = join_url(channel["base_url"], path)
+    url = join_url(channel.base_url, path)
     policy = UrlPolicy.from_settings(ctx.settings)
     try:
         check_url(url, policy)
@@ -85,7 +85,7 @@ async def fetch_from_channel(ctx: ConsoleContext, channel: dict[str, Any], path:
     return fetched.body
 
 
-async def discover(ctx: ConsoleContext, channel: dict[str, Any], fmt: str | None,
+async def discover(ctx: ConsoleContext, channel: SyncChannel, fmt: str | None,
                    path: str | None) -> tuple[str, list[str]]:
     """``(source path, model names)``; the first path giving a non-empty list wins."""
     try:
@@ -131,10 +131,10 @@ def sync_item(name: str, exists: bool) -> dict[str, Any]:
     return item
 
 
-async def _envelope(ctx: ConsoleContext, channel: dict[str, Any], source: str,
+async def _envelope(ctx: ConsoleContext, channel: SyncChannel, source: str,
                     names: list[str]) -> dict[str, Any]:
-    known = await ctx.db.transaction(sync_store.configured_model_names, channel["id"])
-    return {"channel_id": channel["id"], "channel_name": channel["name"], "source": source,
+    known = await ctx.db.transaction(sync_store.configured_model_names, channel.id)
+    return {"channel_id": channel.id, "channel_name": channel.name, "source": source,
             "models": [sync_item(name, name in known) for name in names]}
 
 
@@ -189,9 +189,9 @@ def wanted_configs(pairs: list[tuple[str, str]]) -> list[WantedConfig]:
     return [WantedConfig(name, upstream, guess_provider(name)) for name, upstream in pairs]
 
 
-def result(channel: dict[str, Any], source: str, created: int = 0, updated: int = 0,
+def result(channel: SyncChannel, source: str, created: int = 0, updated: int = 0,
            error: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"channel_id": channel["id"], "channel_name": channel["name"],
+    out: dict[str, Any] = {"channel_id": channel.id, "channel_name": channel.name,
                            "source": source, "created": created, "updated": updated}
     if error is not None:
         out["error"] = error
@@ -202,7 +202,7 @@ async def apply(ctx: ConsoleContext, channel_id: Any, items: Any) -> dict[str, A
     channel = await load_channel(ctx, channel_id)
     pairs = selected_names(items)
     try:
-        created, updated = await catalog_tx.run(ctx, sync_store.ensure_configs, channel["id"],
+        created, updated = await catalog_tx.run(ctx, sync_store.ensure_configs, channel.id,
                                                 wanted_configs(pairs), ctx.now())
     except ApiError:
         raise
@@ -216,7 +216,7 @@ async def apply(ctx: ConsoleContext, channel_id: Any, items: Any) -> dict[str, A
 async def sync(ctx: ConsoleContext, channel_ids: list[int]) -> dict[str, Any]:
     """Auto-discover and apply per channel; one channel's failure does not stop the rest."""
     channels = await ctx.db.transaction(sync_store.channels_to_sync, channel_ids)
-    missing = sorted(set(channel_ids) - {channel["id"] for channel in channels})
+    missing = sorted(set(channel_ids) - {channel.id for channel in channels})
     if missing:
         raise bad_request(f"Channel not found: {', '.join(map(str, missing))}",
                           field="channel_ids")
@@ -227,13 +227,13 @@ async def sync(ctx: ConsoleContext, channel_ids: list[int]) -> dict[str, Any]:
             source, names = await discover(ctx, channel, "auto", None)
             pairs = [(name, name) for name in names[:MAX_ITEMS]]
             created, updated = await catalog_tx.run(ctx, sync_store.ensure_configs,
-                                                    channel["id"], wanted_configs(pairs),
+                                                    channel.id, wanted_configs(pairs),
                                                     ctx.now())
         except ApiError as exc:
             results.append(result(channel, "auto", error=exc.message))
             continue
         except Exception:  # one channel's failure (bad stored data, ...) never stops the rest
-            log.failure("model sync of channel {id} failed", id=channel["id"])
+            log.failure("model sync of channel {id} failed", id=channel.id)
             results.append(result(channel, "auto", error="model sync failed"))
             continue
         changed = changed or bool(created or updated)

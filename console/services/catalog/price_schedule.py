@@ -24,7 +24,7 @@ from console.services.catalog.price_sync import apply_prices, fetch_items, price
 from gateway.invalidation import CATALOG
 from gateway.jobs.cron import CronError
 from gateway.jobs.periodic import RoundService
-from gateway.store.channel_sync import price_scheduled_channels, stamp_price_sync
+from gateway.store.channel_sync import SyncChannel, price_scheduled_channels, stamp_price_sync
 from gateway.store.channels import DEFAULT_CRON
 from gateway.sync.schedule import next_fire
 
@@ -34,10 +34,10 @@ TICK_SECONDS = 60.0
 CLAIM_KEY = "lockgate:price-sync:round"
 
 
-def is_due(channel: dict[str, Any], now: datetime) -> bool:
-    since = channel["price_sync_last_at"] or channel["created_at"]
+def is_due(channel: SyncChannel, now: datetime) -> bool:
+    since = channel.price_sync_last_at or channel.created_at
     try:
-        fires = next_fire(channel["price_sync_cron"] or DEFAULT_CRON, since)
+        fires = next_fire(channel.price_sync_cron or DEFAULT_CRON, since)
     except CronError:
         return False
     return fires is not None and fires <= now
@@ -69,7 +69,7 @@ class PriceSyncScheduler(RoundService):
                 changed = changed or updated > 0
             except ApiError as exc:
                 log.warn("scheduled price sync of channel {id} failed: {error}",
-                         id=channel["id"], error=exc.message)
-            await ctx.db.transaction(stamp_price_sync, channel["id"], now)
+                         id=channel.id, error=exc.message)
+            await ctx.db.transaction(stamp_price_sync, channel.id, now)
         if changed:
             await ctx.invalidation.announce(CATALOG)
