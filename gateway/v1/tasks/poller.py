@@ -235,12 +235,12 @@ class TaskPoller:
     async def _record(self, task: dict[str, Any], owner: str, now: datetime,
                       values: dict[str, Any]) -> None:
         done = await self.ctx.db.transaction(store.record_poll, task["id"], owner, values, now)
-        if done is not None and done["refunded_nanos"]:
-            self.ctx.wallets.forget_user(done["user_id"])
-            if done["api_key_id"] is not None:
-                self.ctx.wallets.forget_key(done["api_key_id"])
+        if done is not None and done.refunded_nanos:
+            self.ctx.wallets.forget_user(done.user_id)
+            if done.api_key_id is not None:
+                self.ctx.wallets.forget_key(done.api_key_id)
             if self.announce_user is not None:
                 try:
-                    await self.announce_user(done["user_id"])
+                    await self.announce_user(done.user_id)
                 except Exception:
                     log.failure("announcing the refund of task {id} failed", id=task["id"])
