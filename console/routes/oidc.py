@@ -9,7 +9,9 @@ that started the flow.  Redirect targets are fixed (``/dashboard#token=…`` wit
 the fragment only, ``/login#error=…``): no parameter or header can choose where a user lands
 (weakness 11).  An identity is linked to an existing account by email only when the provider
 says the email is verified (weakness 10), and accounts are created only when registration is
-open and the email-suffix rules pass (weakness 7).
+open and the email-suffix rules pass (weakness 7).  Finding, linking and creating the account is
+one store transaction (``gateway.store.oidc_accounts``); this module computes the signup policy
+from the settings and maps refusals to the login page.
 """
 
 from __future__ import annotations
@@ -53,10 +55,6 @@ LOGIN, BIND = "oidc_login", "oidc_bind"
 SUCCESS_PATH = "/dashboard#token="
 FAILURE_PATH = "/login#error="
 TRUE_WORDS = frozenset({"1", "true", "yes", "on", "accepted"})
-
-
-class Refused(Exception):
-    """The identity cannot sign in or bind; the message is shown on the login page."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,7 @@ def _identity(claims: dict[str, Any]) -> OidcIdentity:
                  if isinstance(claims.get(key), str) and claims[key].strip()), "")
     picture = claims.get("picture")
     if len(claims["sub"]) > 255:
-        raise Refused("the identity provider's subject is too long")
+        raise LinkRefused("the identity provider's subject is too long")
     return OidcIdentity(
         sub=claims["sub"], email=clean, name=name,
         email_verified=verified is True or verified == "true",
@@ -213,7 +211,7 @@ class OidcCallbackRoutes(_Base):
                 user, _ = await ctx.db.transaction(
                     account_store.sign_in, identity, self._policy(identity, raw_referral),
                     _username_base(identity), now)
-        except (OidcError, Refused, LinkRefused) as exc:
+        except (OidcError, LinkRefused) as exc:
             log.info("OIDC sign-in refused: {reason}", reason=str(exc))
             return Redirect(FAILURE_PATH + quote(str(exc), safe=""))
         except IdentityConflict:
