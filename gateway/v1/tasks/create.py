@@ -20,9 +20,10 @@ from gateway import errors
 from gateway.billing.cost import Cost
 from gateway.billing.usage import Usage
 from gateway.metering import Priced
+from gateway.store import tasks as store
 from gateway.v1.call import GatewayCall
 from gateway.v1.outcome import Served, settlement_record
-from gateway.v1.tasks import bodies, store
+from gateway.v1.tasks import bodies
 from gateway.v1.tasks.status import (
     QUEUED,
     REFUNDED,

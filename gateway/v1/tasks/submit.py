@@ -26,10 +26,11 @@ from gateway.channels.http import BodyTooLarge, UpstreamError
 from gateway.channels.upstream_url import join, json_headers
 from gateway.context import GatewayContext
 from gateway.metering import Priced
+from gateway.store import tasks as store
 from gateway.v1.call import GatewayCall, reserve_or_refuse
 from gateway.v1.outcome import Outcome, Served
 from gateway.v1.request_io import read_body, write_json_bytes
-from gateway.v1.tasks import bodies, store, views
+from gateway.v1.tasks import bodies, views
 from gateway.v1.tasks.create import NewTask, persist
 from gateway.v1.tasks.pricing import task_cost
 
