@@ -125,7 +125,9 @@ class TaskRunner:
             if self._config.sandboxd:
                 raise ActionError(f'sandboxd does not allow action "{action}"')
             raise ActionError(f'unsupported action "{action}"')
-        payload = task.get("payload") or {}
+        payload = task.get("payload")
+        if payload is None:
+            payload = {}
         if not isinstance(payload, dict):
             raise ActionError("payload must be an object")
         context = TaskContext(
