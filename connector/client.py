@@ -103,8 +103,8 @@ class ConnectorClient:
         link, self.link = self.link, None
         if link is not None:
             link.close()
-        elif self._ws is not None and self._ws.current is not None:
-            self._ws.current.dropConnection(abort=True)
+        elif self._ws is not None:
+            self._ws.abort()
         if self._poll is not None:
             self._poll.close()
         log.info("connector stopped ({kind}): {detail}", kind=reason.kind, detail=reason.detail)

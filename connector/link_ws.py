@@ -175,7 +175,15 @@ class DeviceLinkFactory(WebSocketClientFactory):
         self.clock = clock
         self.owner = owner
         self.current: DeviceLinkProtocol | None = None
+        self.connecting: Deferred[Any] | None = None
         self.ended: Deferred[LinkOutcome] = Deferred()
+
+    def abort(self) -> None:
+        """Stop this attempt whatever its state: connecting, handshaking or open."""
+        if self.connecting is not None and not self.connecting.called:
+            self.connecting.cancel()
+        elif self.current is not None:
+            self.current.dropConnection(abort=True)
 
     def connection_ended(self, outcome: LinkOutcome) -> None:
         self.current = None
@@ -199,5 +207,6 @@ def connect_websocket(
     def refused(failure: Any) -> None:
         factory.connection_ended(LinkOutcome(UNAVAILABLE, failure.getErrorMessage()))
 
-    endpoint.connect(factory).addErrback(refused)
+    factory.connecting = endpoint.connect(factory)
+    factory.connecting.addErrback(refused)
     return factory, factory.ended

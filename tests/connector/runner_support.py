@@ -56,6 +56,15 @@ def sandbox_runner(case: Any, data_dir: str, **overrides: Any) -> TaskRunner:
     return TaskRunner(reactor, sandbox_config(data_dir, **overrides), http_client(case))
 
 
+def read_text(path: str) -> str:
+    """The file's text, or "" while it does not exist yet."""
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return ""
+
+
 def process_gone(pid: int) -> bool:
     """True when ``pid`` no longer runs (a zombie waiting for a reaper counts as gone)."""
     try:
