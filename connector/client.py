@@ -192,17 +192,15 @@ class ConnectorClient:
     def _task_done(self, result: ActionResult, task_id: str) -> None:
         self.active.discard(task_id)
         self._seq.pop(task_id, None)
-        if self._poll is not None:
-            self._poll.slot_freed()
         if task_id in self._cancelled:
             self._cancelled.discard(task_id)
-            return
-        if self._stopped:
-            return
-        fields = result.wire_fields()
-        self.pending[task_id] = fields
-        if self.link is not None:
-            self.link.send_result(task_id, fields)
+        elif not self._stopped:
+            fields = result.wire_fields()
+            self.pending[task_id] = fields
+            if self.link is not None:
+                self.link.send_result(task_id, fields)
+        if self._poll is not None:
+            self._poll.slot_freed()
 
 
 async def run(reactor: Any, config: ConnectorConfig) -> StopReason:

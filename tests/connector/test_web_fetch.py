@@ -18,7 +18,7 @@ with &amp; entity.</p><div>Second</div></body></html>"""
 class Page(Resource):
     isLeaf = True
 
-    def render_GET(self, request):  # noqa: N802
+    def render_GET(self, request):
         if request.path == b"/page":
             request.setHeader(b"content-type", b"text/html; charset=utf-8")
             return PAGE
