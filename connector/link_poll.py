@@ -54,6 +54,7 @@ class LongPollLink:
         self._stopping = False
         self._in_flight: set[Deferred[Any]] = set()
         self._slot_waiter: Deferred[None] | None = None
+        self._posting: set[str] = set()
 
     async def run(self) -> LinkOutcome:
         heartbeat = LoopingCall(self._heartbeat)
@@ -108,7 +109,13 @@ class LongPollLink:
             await self._post_result(task_id, fields)
 
     async def _post_result(self, task_id: str, fields: dict[str, Any]) -> None:
-        await self._call("POST", f"tasks/{quote(task_id, safe='')}/result", fields)
+        if task_id in self._posting:
+            return
+        self._posting.add(task_id)
+        try:
+            await self._call("POST", f"tasks/{quote(task_id, safe='')}/result", fields)
+        finally:
+            self._posting.discard(task_id)
         self._owner.result_acked(task_id)
 
     async def _heartbeat(self) -> None:
