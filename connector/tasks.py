@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from treq.client import HTTPClient
-from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.defer import Deferred, DeferredLock, maybeDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -76,6 +76,9 @@ class TaskRunner:
             executable=config.bwrap_path, uid=config.sandbox_uid, gid=config.sandbox_gid
         )
         self._commands: dict[str, RunningCommand] = {}
+        self._locks: dict[str, DeferredLock] = {}
+        self._waiting: set[str] = set()
+        self._cancel_requested: dict[str, str] = {}
         self._handlers: dict[str, Callable[[TaskContext], Any]] = {
             "list_files": lambda ctx: files.list_files(ctx.workspace, ctx.payload),
             "read_file": lambda ctx: files.read_file(ctx.workspace, ctx.payload),
@@ -102,17 +105,51 @@ class TaskRunner:
         return list(self._commands)
 
     def start(self, task: dict[str, Any], on_output: OutputSink | None) -> Deferred[ActionResult]:
-        """Run ``task`` (a dispatched ``task`` object); the Deferred never errbacks."""
-        d = maybeDeferred(self._start, task, on_output)
+        """Run ``task`` (a dispatched ``task`` object); the Deferred never errbacks.
+
+        On a sandbox host, tasks of one sandbox run one at a time: no command of the sandbox
+        is alive while the (privileged) daemon resolves and touches paths in its directory,
+        so a sandbox cannot swap a checked path for a symlink mid-action."""
+        sandbox = self._sandbox_key(task)
+        if sandbox is None:
+            d = maybeDeferred(self._start, task, on_output)
+        else:
+            task_id = str(task.get("id", ""))
+            self._waiting.add(task_id)
+            lock = self._locks.setdefault(sandbox, DeferredLock())
+            d = lock.run(self._start_queued, task, on_output)
+            d.addBoth(self._forget_lock, sandbox, lock)
         d.addErrback(self._as_result)
         return d
 
     def cancel(self, task_id: str, reason: str) -> bool:
+        if task_id in self._waiting:
+            self._cancel_requested[task_id] = reason
+            return True
         command = self._commands.get(task_id)
         if command is None:
             return False
         command.cancel(reason)
         return True
+
+    def _start_queued(self, task: dict[str, Any], on_output: OutputSink | None) -> Any:
+        task_id = str(task.get("id", ""))
+        self._waiting.discard(task_id)
+        if task_id in self._cancel_requested:
+            return ActionResult.failed(self._cancel_requested.pop(task_id))
+        return maybeDeferred(self._start, task, on_output)
+
+    def _sandbox_key(self, task: dict[str, Any]) -> str | None:
+        payload = task.get("payload")
+        if not self._config.sandboxd or not isinstance(payload, dict):
+            return None
+        sandbox = payload.get("cloud_sandbox_id")
+        return sandbox if isinstance(sandbox, str) and SANDBOX_ID.match(sandbox) else None
+
+    def _forget_lock(self, result: Any, sandbox: str, lock: DeferredLock) -> Any:
+        if not lock.locked and not lock.waiting and self._locks.get(sandbox) is lock:
+            del self._locks[sandbox]
+        return result
 
     def cancel_all(self, reason: str) -> None:
         for command in list(self._commands.values()):

@@ -175,6 +175,27 @@ class BubblewrapTests(TestCase):
             await deferLater(reactor, 0.05, lambda: None)
         self.assertEqual(processes_of_uid(SANDBOX_UID), [])
 
+    async def test_tasks_of_one_sandbox_run_one_at_a_time(self) -> None:
+        first = self.runner.start(
+            sandbox_task("run_command", task_id="a1", command="sleep 0.5; echo done > f.txt"), None
+        )
+        finished: list = []
+        first.addCallback(lambda result: finished.append(result) or result)
+        second = self.runner.start(sandbox_task("read_file", task_id="a2", path="f.txt"), None)
+        queued = self.runner.start(
+            sandbox_task("run_command", task_id="a3", command="echo ran > g.txt"), None
+        )
+        other = await self.runner.start(
+            sandbox_task("list_files", task_id="b1", sandbox="acs-box2"), None
+        )
+        self.assertTrue(other.success)  # another sandbox is not held up
+        self.assertEqual(finished, [])
+        self.assertTrue(self.runner.cancel("a3", "cancelled: user"))
+        self.assertEqual((await second).result, "done\n")  # ran after the command, not beside it
+        self.assertEqual((await queued).error, "cancelled: user")
+        self.assertFalse(os.path.exists(os.path.join(self.workdir(), "g.txt")))
+        self.assertTrue((await first).success)
+
     async def test_sandboxd_refuses_other_actions_and_bad_ids(self) -> None:
         fetched = await self.runner.start(sandbox_task("web_fetch", url="http://x"), None)
         self.assertEqual(fetched.error, 'sandboxd does not allow action "web_fetch"')
