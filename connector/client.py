@@ -9,8 +9,8 @@ when the server has none), reconnects with exponential back-off and jitter on it
 and stops for good when the token is refused (401 / close 4401) or another connection of the
 same device took over (close 4409).
 
-``run(reactor, config)`` is the whole program for in-process use; ``connector.main`` wraps it
-for the command line.
+``run(reactor, config)`` is the whole program for in-process use (``build_client`` when the
+caller wants the client to stop it); ``connector.main`` wraps it for the command line.
 """
 
 from __future__ import annotations
@@ -203,14 +203,24 @@ class ConnectorClient:
             self._poll.slot_freed()
 
 
-async def run(reactor: Any, config: ConnectorConfig) -> StopReason:
-    """The whole program: probe docker (sandbox hosts), then link and serve until stopped."""
-    http = HTTPClient(Agent(reactor, pool=HTTPConnectionPool(reactor)))
+async def build_client(
+    reactor: Any, config: ConnectorConfig, http: HTTPClient | None = None
+) -> ConnectorClient:
+    """A client for ``config``; a sandbox host first probes for a Docker daemon."""
+    http = http or HTTPClient(Agent(reactor, pool=HTTPConnectionPool(reactor)))
     docker = None
     if config.sandboxd:
         docker = await probe_docker(reactor, config.docker_path)
         log.info("docker daemon: {state}", state="available" if docker else "not available")
     runner = TaskRunner(reactor, config, http, docker)
-    client = ConnectorClient(reactor, config, runner=runner, http=http)
-    reactor.addSystemEventTrigger("before", "shutdown", client.stop, "shutting down")
-    return await client.start()
+    return ConnectorClient(reactor, config, runner=runner, http=http)
+
+
+async def run(reactor: Any, config: ConnectorConfig) -> StopReason:
+    """The whole program: link and serve until the token is refused, superseded or shutdown."""
+    client = await build_client(reactor, config)
+    trigger = reactor.addSystemEventTrigger("before", "shutdown", client.stop, "shutting down")
+    try:
+        return await client.start()
+    finally:
+        reactor.removeSystemEventTrigger(trigger)

@@ -18,6 +18,7 @@ from typing import Any
 
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, DeferredLock, maybeDeferred
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -80,12 +81,16 @@ class TaskRunner:
         self._waiting: set[str] = set()
         self._cancel_requested: dict[str, str] = {}
         self._handlers: dict[str, Callable[[TaskContext], Any]] = {
-            "list_files": lambda ctx: files.list_files(ctx.workspace, ctx.payload),
-            "read_file": lambda ctx: files.read_file(ctx.workspace, ctx.payload),
-            "file_sha256": lambda ctx: files.file_sha256(ctx.workspace, ctx.payload),
-            "write_file": lambda ctx: files.write_file(ctx.workspace, ctx.payload, self._chown),
-            "replace_text": lambda ctx: files.replace_text(
-                ctx.workspace, ctx.payload, self._chown
+            "list_files": lambda ctx: self._in_thread(files.list_files, ctx.workspace, ctx.payload),
+            "read_file": lambda ctx: self._in_thread(files.read_file, ctx.workspace, ctx.payload),
+            "file_sha256": lambda ctx: self._in_thread(
+                files.file_sha256, ctx.workspace, ctx.payload
+            ),
+            "write_file": lambda ctx: self._in_thread(
+                files.write_file, ctx.workspace, ctx.payload, self._chown
+            ),
+            "replace_text": lambda ctx: self._in_thread(
+                files.replace_text, ctx.workspace, ctx.payload, self._chown
             ),
             "run_command": self._run_command,
             "web_fetch": lambda ctx: Deferred.fromCoroutine(
@@ -184,6 +189,11 @@ class TaskRunner:
                 raise ActionError("workspace_path must be a string")
             context.workspace = Workspace.for_task(workspace_path, self._config.default_dir)
         return self._handlers[action](context)
+
+    def _in_thread(self, action: Callable[..., ActionResult], *args: Any) -> Deferred[ActionResult]:
+        """File work off the reactor thread: hashing a large file must not stall the link's
+        heartbeats and pings."""
+        return deferToThreadPool(self._reactor, self._reactor.getThreadPool(), action, *args)
 
     def _run_command(self, ctx: TaskContext) -> Deferred[ActionResult]:
         command = command_text(ctx.payload)

@@ -146,14 +146,16 @@ class BubblewrapTests(TestCase):
         self.assertIn("Cannot fork", forks.stderr + forks.stdout)
 
     async def test_cpu_time_limit_kills_a_spinning_command(self) -> None:
-        spec = {"image": "", "cpu_cores": "0.1", "memory_mb": 256, "disk_gb": 1,
+        # RLIMIT_CPU = ceil(30 s * 0.04 cores) + 1 = 3 s of CPU, well before the 30 s timeout
+        # even on a loaded machine
+        spec = {"image": "", "cpu_cores": "0.04", "memory_mb": 256, "disk_gb": 1,
                 "security_policy": {}}
         result = await self.runner.start(
-            sandbox_task("run_command", spec=spec, timeout_sec=5, command="while :; do :; done"),
+            sandbox_task("run_command", spec=spec, timeout_sec=30, command="while :; do :; done"),
             None,
         )
         self.assertFalse(result.success)
-        self.assertNotEqual(result.error, "command timed out after 5 seconds")
+        self.assertNotEqual(result.error, "command timed out after 30 seconds")
 
     async def test_cancel_leaves_nothing_running(self) -> None:
         if os.geteuid() != 0:
