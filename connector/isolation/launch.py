@@ -65,6 +65,8 @@ class LaunchSpec:
         spec = {"limits": self.limits.rlimits(), "uid": self.uid, "gid": self.gid}
         return sys.executable, [
             sys.executable,
+            "-I",  # isolated: no PYTHON* variables, no user site, no cwd on sys.path
+            "-S",  # no site-packages: the shim needs the standard library only (and starts faster)
             "-c",
             SHIM_SOURCE,
             json.dumps(spec),
