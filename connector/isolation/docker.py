@@ -11,6 +11,7 @@ a clear error rather than running somewhere else.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 
@@ -47,9 +48,12 @@ async def probe_docker(
 ) -> DockerRunner | None:
     """A runner when ``docker version`` reaches a daemon, else ``None``."""
     path = executable or shutil.which("docker")
-    if path is None:
+    if path is None or not os.access(path, os.X_OK):
         return None
-    _out, _err, code = await getProcessOutputAndValue(
-        path, ["version", "--format", "{{.Server.Version}}"], reactor=reactor
-    )
+    try:
+        _out, _err, code = await getProcessOutputAndValue(
+            path, ["version", "--format", "{{.Server.Version}}"], reactor=reactor
+        )
+    except OSError:
+        return None
     return DockerRunner(executable=path) if code == 0 else None
