@@ -62,6 +62,23 @@ class ConnectorConfig:
         return self.server_url.rstrip("/") + "/api/advanced-chat/connectors/" + path
 
 
+def default_data_dir() -> str:
+    """Root keeps sandboxes under /var/lib (root's home is closed to the sandbox user)."""
+    if os.geteuid() == 0:
+        return "/var/lib/lockgate-sandboxd"
+    return os.path.expanduser("~/.lockgate-sandboxd")
+
+
+def closed_ancestor(path: str) -> str | None:
+    """The first directory on the way to ``path`` that other users cannot pass through."""
+    current = os.path.sep
+    for part in os.path.realpath(path).split(os.path.sep)[1:]:
+        current = os.path.join(current, part)
+        if not os.stat(current).st_mode & 0o001:
+            return current
+    return None
+
+
 def _option(parser: argparse.ArgumentParser, name: str, **kwargs: object) -> None:
     parser.add_argument(f"--{name}", f"-{name}", **kwargs)  # type: ignore[arg-type]
 
@@ -87,7 +104,7 @@ def build_parser(sandboxd: bool) -> argparse.ArgumentParser:
             help="auto: WebSocket, long-poll when the server has no WebSocket endpoint")
     _option(parser, "backoff-max", type=float, default=60.0, help="longest reconnect delay (s)")
     if sandboxd:
-        _option(parser, "data-dir", default=os.path.expanduser("~/.lockgate-sandboxd"),
+        _option(parser, "data-dir", default=default_data_dir(),
                 help="sandboxes live in <data-dir>/sandboxes/<id>/work")
         _option(parser, "cpus", type=int, help="reported CPU cores (default: this machine's)")
         _option(parser, "memory-mb", type=int, help="reported memory (default: this machine's)")
@@ -135,12 +152,18 @@ def parse_config(argv: Sequence[str], sandboxd: bool) -> ConnectorConfig:
             **common, default_dir=os.path.abspath(args.default_dir), listen_port=args.listen_port
         )
     data_dir = os.path.abspath(args.data_dir)
-    os.makedirs(os.path.join(data_dir, "sandboxes"), exist_ok=True)
+    os.makedirs(os.path.join(data_dir, "sandboxes"), mode=0o755, exist_ok=True)
     measured = machine_capacity(data_dir)
     uid = args.sandbox_uid
     if uid is None and os.geteuid() == 0:
         uid = UNPRIVILEGED_ID
     gid = args.sandbox_gid if args.sandbox_gid is not None else uid
+    closed = closed_ancestor(os.path.join(data_dir, "sandboxes")) if uid is not None else None
+    if closed is not None:
+        parser.error(
+            f"the sandbox user (uid {uid}) cannot reach --data-dir {data_dir}: {closed} is not "
+            "searchable by others (o+x); pick another --data-dir"
+        )
     return ConnectorConfig(
         **common,
         data_dir=data_dir,

@@ -118,6 +118,7 @@ class ProgramTests(TestCase):
 
     async def test_sandboxd_measures_the_machine_without_flags(self) -> None:
         data = temp_dir(self, "lockgate-host-")
+        os.chmod(data, 0o755)
         self.peer.after_welcome = lambda connection: connection.sendClose(4401, "disabled")
         _out, err, code = await program(
             "lockgate-sandboxd", ["--server", self.url, "--token", "wpc_good", "--data-dir", data]
@@ -127,3 +128,15 @@ class ProgramTests(TestCase):
         self.assertEqual(capacity["cpu_cores"], os.cpu_count())
         self.assertGreater(capacity["memory_mb"], 0)
         self.assertGreaterEqual(capacity["disk_gb"], 0)
+
+    async def test_sandboxd_refuses_a_data_dir_the_sandbox_user_cannot_reach(self) -> None:
+        if os.geteuid() != 0:
+            raise SkipTest("the sandbox user is only switched to as root")
+        closed = temp_dir(self, "lockgate-closed-")  # mkdtemp: 0700
+        _out, err, code = await program(
+            "lockgate-sandboxd",
+            ["--server", self.url, "--token", "wpc_good", "--data-dir", os.path.join(closed, "d")],
+        )
+        self.assertEqual(code, 2)
+        self.assertIn(f"{closed} is not searchable by others".encode(), err)
+        self.assertEqual(self.peer.frames, [])

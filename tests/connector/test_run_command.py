@@ -46,6 +46,16 @@ class RunCommandTests(TestCase):
         result = await self.runner.start(task("pwd"), None)
         self.assertEqual(result.stdout, "/\n")
 
+    async def test_the_device_token_is_not_in_the_command_environment(self) -> None:
+        os.environ["LOCKGATE_CONNECTOR_TOKEN"] = "wpc_secret"
+        self.addCleanup(os.environ.pop, "LOCKGATE_CONNECTOR_TOKEN", None)
+        os.environ["LOCKGATE_TEST_VISIBLE"] = "yes"
+        self.addCleanup(os.environ.pop, "LOCKGATE_TEST_VISIBLE", None)
+        result = await self.runner.start(
+            task('echo "[$LOCKGATE_CONNECTOR_TOKEN] [$LOCKGATE_TEST_VISIBLE]"', self.root), None
+        )
+        self.assertEqual(result.stdout, "[] [yes]\n")
+
     async def test_failure_reports_the_exit_status(self) -> None:
         result = await self.runner.start(task("echo no >&2; exit 3", self.root), None)
         self.assertFalse(result.success)
