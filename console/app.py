@@ -138,12 +138,17 @@ def mount_console(root: Resource, ctx: ConsoleContext,
                   extra: list[tuple[str, Callable[[ConsoleContext], Any]]] | None = None) -> None:
     """Attach every route group under ``root`` (which serves ``/``)."""
     for path, factory in MOUNTS + (extra or []):
-        segments = [segment.encode() for segment in path.split("/")]
-        parent = root
-        for segment in segments[:-1]:
-            child = parent.children.get(segment)
-            if child is None:
-                child = Branch()
-                parent.putChild(segment, child)
-            parent = child
-        parent.putChild(segments[-1], Mounted(factory(ctx).app.resource()))
+        mount_resource(root, path, Mounted(factory(ctx).app.resource()))
+
+
+def mount_resource(root: Resource, path: str, resource: Resource) -> None:
+    """Put ``resource`` at ``path`` under ``root``, creating JSON-404 branches on the way."""
+    segments = [segment.encode() for segment in path.split("/")]
+    parent = root
+    for segment in segments[:-1]:
+        child = parent.children.get(segment)
+        if child is None:
+            child = Branch()
+            parent.putChild(segment, child)
+        parent = child
+    parent.putChild(segments[-1], resource)

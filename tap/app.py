@@ -29,6 +29,7 @@ from gateway.jobs.monitors import MonitorRunner, MonitorScheduler
 from gateway.jobs.order_expiry import OrderExpiry
 from gateway.jobs.retention import LogRetention
 from gateway.keys import KeyHasher
+from gateway.links.node import AgentLinks
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
 from gateway.session_tokens import TokenCodec
@@ -112,6 +113,7 @@ class Lockgate:
             sessions=Sessions(db, tokens), invalidation=invalidation,
             key_hasher=KeyHasher(secrets.api_key_hmac_key), catalog=catalog, keys=keys,
             node_name=(node_name or "").strip(),
+            links=AgentLinks(db, state, clock, (node_name or "").strip()),
         )
         families = open_metrics(catalog) if metrics else None
         gateway = build_gateway(ctx, metrics=families, tracing=tracing)
@@ -134,6 +136,8 @@ class Lockgate:
         for service in background:
             service.startService()
         tasks.start()
+        assert ctx.links is not None
+        ctx.links.start()
         if families is not None:
             watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
@@ -151,6 +155,8 @@ class Lockgate:
             await self.gateway.tracing.close(self.reactor)
 
     def close(self) -> Deferred[None]:
+        if self.ctx.links is not None:
+            self.ctx.links.stop()
         if self.order_expiry is not None:
             self.order_expiry.stop()
         if self.retention is not None:

@@ -178,3 +178,33 @@ def queued_exists(conn: Connection, device_id: str, owner_id: int | None) -> boo
     t = schema.connector_tasks
     return conn.execute(select(t.c.id).where(
         *_queue_filter(device_id, owner_id)).limit(1)).first() is not None
+
+
+def devices_with_queued(conn: Connection) -> list[str]:
+    """Devices that have queued tasks now (the 1 s re-check of every node)."""
+    t = schema.connector_tasks
+    return list(conn.execute(select(t.c.device_id).where(t.c.status == QUEUED).distinct())
+                .scalars().all())
+
+
+def statuses(conn: Connection, task_ids: list[str]) -> dict[str, str]:
+    t = schema.connector_tasks
+    found: dict[str, str] = {}
+    for start in range(0, len(task_ids), 500):
+        rows = conn.execute(select(t.c.id, t.c.status).where(
+            t.c.id.in_(task_ids[start:start + 500]))).all()
+        found.update({row[0]: row[1] for row in rows})
+    return found
+
+
+def decide(conn: Connection, task_id: str, approved: bool, denial: str,
+           now: datetime) -> TaskRow | None:
+    """``pending_approval -> queued`` (approved) or ``-> failed`` with ``denial``; ``None``
+    when the task was not awaiting a decision."""
+    t = schema.connector_tasks
+    values: dict[str, Any] = ({"status": QUEUED} if approved else
+                              {"status": FAILED, "error_message": denial, "finished_at": now})
+    changed = conn.execute(update(t).where(
+        t.c.id == task_id, t.c.status == PENDING_APPROVAL).values(
+        **values, updated_at=now)).rowcount
+    return get(conn, task_id) if changed else None

@@ -176,10 +176,18 @@ def touch(conn: Connection, device_id: str, now: datetime, link_id: str | None =
     return bool(changed)
 
 
-def touch_links(conn: Connection, links: dict[str, str], now: datetime) -> None:
-    """Refresh many live links in one transaction (``device id -> link id``)."""
-    for device_id, link_id in links.items():
-        touch(conn, device_id, now, link_id)
+def touch_links(conn: Connection, links: list[tuple[str, str]], now: datetime) -> None:
+    """Refresh every live link of a node at once (``(device id, link id)`` pairs): a link
+    whose socket is open and answers pings keeps its device online."""
+    d = schema.connector_devices
+    h = schema.sandbox_hosts
+    for start in range(0, len(links), 500):
+        chunk = links[start:start + 500]
+        conn.execute(update(d).where(d.c.link_id.in_([link for _, link in chunk])).values(
+            status=ONLINE, last_seen_at=now))
+        conn.execute(update(h).where(
+            h.c.connector_device_id.in_([device for device, _ in chunk])).values(
+            last_seen_at=now))
 
 
 def release_link(conn: Connection, device_id: str, link_id: str, now: datetime) -> bool:

@@ -668,6 +668,7 @@ Index("ix_connector_tasks_queue", connector_tasks.c.device_id, connector_tasks.c
       connector_tasks.c.created_at)
 Index("ix_connector_tasks_run", connector_tasks.c.run_id, connector_tasks.c.created_at)
 Index("ix_connector_tasks_claim", connector_tasks.c.claimed_by, connector_tasks.c.status)
+Index("ix_connector_tasks_status", connector_tasks.c.status, connector_tasks.c.created_at)
 Index("ix_connector_tasks_sandbox", connector_tasks.c.cloud_sandbox_id,
       connector_tasks.c.status)
 

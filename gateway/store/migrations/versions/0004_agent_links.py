@@ -89,6 +89,8 @@ def upgrade() -> None:
                     unique=False)
     op.create_index("ix_connector_tasks_claim", "connector_tasks", ["claimed_by", "status"],
                     unique=False)
+    op.create_index("ix_connector_tasks_status", "connector_tasks", ["status", "created_at"],
+                    unique=False)
     op.create_index("ix_connector_tasks_sandbox", "connector_tasks",
                     ["cloud_sandbox_id", "status"], unique=False)
 
