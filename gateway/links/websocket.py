@@ -298,7 +298,7 @@ class DeviceLinkFactory(WebSocketServerFactory):
         self.setProtocolOptions(
             maxFramePayloadSize=MAX_FRAME, maxMessagePayloadSize=MAX_FRAME,
             autoPingInterval=PING_SECONDS, autoPingTimeout=PING_SECONDS,
-            openHandshakeTimeout=HELLO_SECONDS, closeHandshakeTimeout=5,
+            openHandshakeTimeout=HELLO_SECONDS, closeHandshakeTimeout=5, failByDrop=False,
         )
 
     def buildProtocol(self, addr: Any) -> DeviceLink | None:
