@@ -22,6 +22,9 @@ from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
 from console.routes.channels import ChannelRoutes
 from console.routes.check_in import CheckInRoutes
+from console.routes.connector_links import ConnectorLinkRoutes
+from console.routes.connector_tasks import ConnectorTaskRoutes
+from console.routes.devices import DeviceRoutes
 from console.routes.groups import GroupRoutes
 from console.routes.logs import LogRoutes
 from console.routes.me import MeRoutes
@@ -42,6 +45,7 @@ from console.routes.public_status import PublicStatusRoutes
 from console.routes.redeem import RedeemRoutes
 from console.routes.redeem_codes import RedeemCodeRoutes
 from console.routes.referral import ReferralRoutes
+from console.routes.sandbox_hosts import AvailableHostRoutes, SandboxHostRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
 from console.routes.stats import StatsRoutes
@@ -100,6 +104,12 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/updates", UpdateRoutes),
     ("api/announcements", AnnouncementRoutes),
     ("api/public/announcements", PublicAnnouncementRoutes),
+    # agent links (agents contract §1.13, §2, §3)
+    ("api/user/advanced-chat/devices", DeviceRoutes),
+    ("api/user/advanced-chat/connector-tasks", ConnectorTaskRoutes),
+    ("api/user/advanced-chat/sandbox-hosts", AvailableHostRoutes),
+    ("api/advanced-chat/sandbox-hosts", SandboxHostRoutes),
+    ("api/advanced-chat/connectors", ConnectorLinkRoutes),
 ]
 
 
@@ -138,17 +148,12 @@ def mount_console(root: Resource, ctx: ConsoleContext,
                   extra: list[tuple[str, Callable[[ConsoleContext], Any]]] | None = None) -> None:
     """Attach every route group under ``root`` (which serves ``/``)."""
     for path, factory in MOUNTS + (extra or []):
-        mount_resource(root, path, Mounted(factory(ctx).app.resource()))
-
-
-def mount_resource(root: Resource, path: str, resource: Resource) -> None:
-    """Put ``resource`` at ``path`` under ``root``, creating JSON-404 branches on the way."""
-    segments = [segment.encode() for segment in path.split("/")]
-    parent = root
-    for segment in segments[:-1]:
-        child = parent.children.get(segment)
-        if child is None:
-            child = Branch()
-            parent.putChild(segment, child)
-        parent = child
-    parent.putChild(segments[-1], resource)
+        segments = [segment.encode() for segment in path.split("/")]
+        parent = root
+        for segment in segments[:-1]:
+            child = parent.children.get(segment)
+            if child is None:
+                child = Branch()
+                parent.putChild(segment, child)
+            parent = child
+        parent.putChild(segments[-1], Mounted(factory(ctx).app.resource()))

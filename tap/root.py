@@ -9,7 +9,6 @@ from twisted.web.resource import Resource
 
 from console.app import mount_console
 from console.context import ConsoleContext
-from console.link_mounts import LINK_MOUNTS, mount_device_endpoint
 from console.openapi.resource import OpenApiDocument
 from console.routes.updates import BUILD_VERSION
 from console.static import JsonNotFound
@@ -44,8 +43,7 @@ def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None
     root.putChild(b"healthz", Healthz())
     root.putChild(b"readyz", Readyz(ctx.db, ctx.state, ctx.clock))
     root.putChild(b"assets", AssetDirectory(build))
-    mount_console(root, ctx, LINK_MOUNTS)
-    mount_device_endpoint(root, ctx)
+    mount_console(root, ctx)
     for prefix, resource in (gateway or {}).items():
         root.putChild(prefix, resource)
     root.putChild(b"openapi.json", OpenApiDocument(root, BUILD_VERSION))

@@ -1,5 +1,5 @@
-"""``/api/advanced-chat/connectors``: the WebSocket endpoint ``ws`` and the long-poll routes,
-inside the same Site and listeners as everything else.
+"""``GET /api/advanced-chat/connectors/ws``: the WebSocket endpoint, inside the same Site and
+listeners as everything else (the console's connector route group hands the request here).
 
 The WebSocket upgrade is authenticated before it happens: the token is checked against the
 database first and a failure answers a plain HTTP 401 with the JSON error body (never an
@@ -20,7 +20,6 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gateway.links.device_auth import DeviceAuthError, authenticate
-from gateway.links.long_poll import LongPoll
 from gateway.links.websocket import DeviceLinkFactory
 from gateway.store.devices import DeviceRow
 from gateway.store.pool import DBRunner
@@ -32,7 +31,9 @@ def write_error(request: Any, status: int, message: str) -> bytes:
     request.setResponseCode(status)
     request.setHeader(b"content-type", b"application/json")
     request.setHeader(b"cache-control", b"no-store")
-    return orjson.dumps({"error": message})
+    return orjson.dumps({"error": message,
+                         "type": {401: "unauthorized", 500: "internal"}.get(status,
+                                                                           "invalid_request")})
 
 
 class LinkEndpoint(Resource):
@@ -83,21 +84,3 @@ class LinkEndpoint(Resource):
         # the socket now belongs to the WebSocket: the HTTP request is over for the Site's
         # bookkeeping (in-flight counts), without writing anything on it
         request.connectionLost(Failure(ConnectionDone("upgraded to WebSocket")))
-
-
-class ConnectorsResource(Resource):
-    """Routes ``ws`` to the WebSocket endpoint and everything else to the long-poll routes."""
-
-    def __init__(self, endpoint: LinkEndpoint, long_poll: LongPoll) -> None:
-        super().__init__()
-        self.putChild(b"ws", endpoint)
-        self._long_poll = long_poll
-
-    def getChild(self, path: bytes, request: Any) -> Resource:
-        # the long-poll resource wants the whole remaining path
-        request.prepath.pop()
-        request.postpath.insert(0, path)
-        return self._long_poll
-
-    def render(self, request: Any) -> bytes:
-        return write_error(request, 404, "Not found")

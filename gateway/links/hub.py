@@ -95,7 +95,7 @@ class LinkHub:
             self._unsubscribe()
             self._unsubscribe = None
         for link in list(self.links.values()):
-            link.close_link(1001, "server shutting down")
+            link.close_link(1000, "server shutting down")
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)
@@ -186,9 +186,14 @@ class LinkHub:
         if not waiters:
             self._waiters.pop(task_id, None)
 
-    def task_finished(self, task_id: str) -> None:
-        """``task_id`` reached a terminal status: wake its waiters on every node."""
-        self._resolve_local(task_id)
+    def task_finished(self, task_id: str, row: TaskRow | None = None) -> None:
+        """``task_id`` reached a terminal status (``row``, when the caller has it): wake its
+        waiters on every node."""
+        if row is not None and row.status not in task_store.ACTIVE:
+            for waiter in self._waiters.pop(task_id, []):
+                waiter.callback(row)
+        else:
+            self._resolve_local(task_id)
         self._publish({"op": "done", "task": task_id})
 
     def _resolve_local(self, task_id: str) -> None:

@@ -1,13 +1,13 @@
 """Everything agent links need on one node, built once by ``tap``: the hub, the task service,
-and the ``/api/advanced-chat/connectors`` resource (WebSocket + long poll)."""
+the WebSocket endpoint and the long-poll service."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.links.endpoint import ConnectorsResource, LinkEndpoint
+from gateway.links.endpoint import LinkEndpoint
 from gateway.links.hub import LinkHub
-from gateway.links.long_poll import POLL_SECONDS, LongPoll
+from gateway.links.long_poll import POLL_SECONDS, DevicePolling
 from gateway.links.tasks import ConnectorTasks
 from gateway.links.websocket import DeviceLinkFactory
 from gateway.state.protocol import SharedState
@@ -20,8 +20,8 @@ class AgentLinks:
         self.hub = LinkHub(db, state, clock, node)
         self.tasks = ConnectorTasks(db, self.hub)
         self.factory = DeviceLinkFactory(self.hub, self.tasks)
-        self.resource = ConnectorsResource(LinkEndpoint(db, self.factory),
-                                           LongPoll(self.hub, self.tasks, poll_seconds))
+        self.endpoint = LinkEndpoint(db, self.factory)
+        self.polling = DevicePolling(self.hub, self.tasks, poll_seconds)
 
     def start(self) -> None:
         self.hub.start()

@@ -77,7 +77,7 @@ class ConnectorTasks:
         if approved:
             self.hub.wake(task.device_id)
         else:
-            self.hub.task_finished(task.id)
+            self.hub.task_finished(task.id, task)
         return task
 
     async def cancel(self, task_id: str, reason: str = CANCELLED) -> TaskRow:
@@ -98,7 +98,7 @@ class ConnectorTasks:
         outcome = parse_result(body)
         task = await self.db.transaction(self._finish, device, task_id, outcome, self.now())
         if task is not None:
-            self.hub.task_finished(task.id)
+            self.hub.task_finished(task.id, task)
         return task
 
     def _finish(self, conn: Any, device: DeviceRow, task_id: str, outcome: Outcome,

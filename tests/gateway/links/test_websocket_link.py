@@ -104,12 +104,12 @@ class LinkLifecycleTests(LinkTestCase):
         await self.user_with_device()
         missing = await self.raw_upgrade({})
         assert missing.status == 401
-        assert missing.json() == {"error": "Connector token is required"}
+        assert missing.json()["error"] == "Connector token is required"
         wrong = await self.raw_upgrade({"X-Connector-Token": "wpc_nope"})
         assert wrong.status == 401
-        assert wrong.json() == {"error": "Invalid connector token"}
+        assert wrong.json()["error"] == "Invalid connector token"
         by_query = await self.raw_upgrade({}, "?token=wpc_nope")
-        assert by_query.json() == {"error": "Invalid connector token"}
+        assert by_query.json()["error"] == "Invalid connector token"
 
     async def test_token_by_bearer_and_query(self) -> None:
         _, token, _ = await self.user_with_device()
