@@ -22,6 +22,9 @@ from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
 from console.routes.channels import ChannelRoutes
 from console.routes.check_in import CheckInRoutes
+from console.routes.connector_links import ConnectorLinkRoutes
+from console.routes.connector_tasks import ConnectorTaskRoutes
+from console.routes.devices import DeviceRoutes
 from console.routes.groups import GroupRoutes
 from console.routes.logs import LogRoutes
 from console.routes.me import MeRoutes
@@ -42,6 +45,7 @@ from console.routes.public_status import PublicStatusRoutes
 from console.routes.redeem import RedeemRoutes
 from console.routes.redeem_codes import RedeemCodeRoutes
 from console.routes.referral import ReferralRoutes
+from console.routes.sandbox_hosts import AvailableHostRoutes, SandboxHostRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
 from console.routes.stats import StatsRoutes
@@ -100,6 +104,12 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/updates", UpdateRoutes),
     ("api/announcements", AnnouncementRoutes),
     ("api/public/announcements", PublicAnnouncementRoutes),
+    # agent links (agents contract §1.13, §2, §3)
+    ("api/user/advanced-chat/devices", DeviceRoutes),
+    ("api/user/advanced-chat/connector-tasks", ConnectorTaskRoutes),
+    ("api/user/advanced-chat/sandbox-hosts", AvailableHostRoutes),
+    ("api/advanced-chat/sandbox-hosts", SandboxHostRoutes),
+    ("api/advanced-chat/connectors", ConnectorLinkRoutes),
 ]
 
 

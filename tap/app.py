@@ -34,6 +34,7 @@ from gateway.jobs.monitors import MonitorRunner, MonitorScheduler
 from gateway.jobs.order_expiry import OrderExpiry
 from gateway.jobs.retention import LogRetention
 from gateway.keys import KeyHasher
+from gateway.links.node import AgentLinks
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
 from gateway.session_tokens import TokenCodec
@@ -124,6 +125,7 @@ class Lockgate:
             sessions=Sessions(db, tokens), invalidation=invalidation,
             key_hasher=KeyHasher(secrets.api_key_hmac_key), catalog=catalog, keys=keys,
             node_name=(node_name or "").strip(),
+            links=AgentLinks(db, state, clock, (node_name or "").strip()),
         )
         families = open_metrics(catalog) if metrics else None
         gateway = build_gateway(ctx, metrics=families, tracing=tracing)
@@ -149,6 +151,8 @@ class Lockgate:
         )
         for service in background:
             service.setServiceParent(services)
+        assert ctx.links is not None
+        Piece("agent links", start=ctx.links.start, stop=ctx.links.stop).setServiceParent(services)
         if families is not None:
             watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
