@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from gateway.store import schema
 from gateway.store.assistant import runs
 from tests.console.assistant.assistant_case import AssistantCase
 
@@ -163,3 +164,41 @@ class SessionRouteTests(AssistantCase):
         await self.api("PUT", ADMIN_PATH, {"assistant_mode_enabled": False})
         await self.refused_with("PUT", "/sessions/s", {"run_mode": "assistant"}, 403,
                                 "Assistant mode is disabled", tables=TABLES)
+
+
+class SessionConnectorFieldTests(AssistantCase):
+    async def test_approval_modes_and_prefixes(self) -> None:
+        legacy = await self.ok("PUT", "/sessions/a", {
+            "run_mode": "assistant", "connector_device_id": "acd-1",
+            "connector_workspace_path": "repo", "connector_auto_approve": True,
+            "connector_command_prefixes": [" git status ", "git status", "", "ls"]})
+        assert legacy["connector_approval_mode"] == "full_access"
+        assert legacy["connector_auto_approve"] is True
+        assert legacy["connector_command_prefixes"] == ["git status", "ls"]
+        assert legacy["connector_workspace_path"] == "repo"
+        chosen = await self.ok("PUT", "/sessions/b", {
+            "run_mode": "assistant", "connector_device_id": "acd-1",
+            "connector_approval_mode": "assistant", "connector_auto_approve": True})
+        assert chosen["connector_approval_mode"] == "assistant"
+        sandbox = await self.ok("PUT", "/sessions/c", {
+            "run_mode": "assistant", "cloud_sandbox_id": "acs-box",
+            "connector_approval_mode": "manual"})
+        assert sandbox["connector_approval_mode"] == "full_access"  # a sandbox forces it
+        chat = await self.ok("PUT", "/sessions/d", {
+            "connector_device_id": "acd-1", "connector_approval_mode": "full_access"})
+        assert chat["connector_device_id"] == "" and chat["connector_approval_mode"] == "manual"
+
+    async def test_internal_studio_sessions_are_immutable(self) -> None:
+        await self.ok("PUT", "/sessions/pcw-1", {"title": "internal"})
+
+        def mark_internal(conn: Any) -> None:
+            conn.execute(schema.assistant_sessions.update().values(internal=True))
+        await self.ctx.db.transaction(mark_internal)
+        for method in ("PUT", "DELETE"):
+            await self.refused_with(method, "/sessions/pcw-1", {"title": "x"}, 409,
+                                    "Internal Studio sessions are immutable", tables=TABLES)
+        assert (await self.ok("GET", "/sessions/pcw-1"))["title"] == "internal"
+
+
+class PostgresSessionRouteTests(SessionRouteTests):
+    backend = "postgresql"
