@@ -164,6 +164,8 @@ def read_session(body: dict[str, Any], path_id: str | None, switches: Switches
     model = text(body, ("model_name", "model"), 100, "Model name is too long")
     messages = read_messages(body)
     agent_id = valid_id(body.get("agent_id"))
+    if agent_id is None and body.get("agent_id") not in (None, ""):
+        raise bad_request("Agent not found", field="agent_id")
     group = text(body, ("agent_group_id",), MAX_ID, "Studio is required")
     title = text(body, ("title",), 100_000, "Title is too long")[:MAX_TITLE]
     values: dict[str, Any] = {
@@ -176,7 +178,7 @@ def read_session(body: dict[str, Any], path_id: str | None, switches: Switches
         "knowledge_base_ids": id_list(body, ("knowledge_base_ids",)),
         "model_name": model,
         "user_channel_id": max(0, whole_number(body, ("user_channel_id", "channel_id"))),
-        "max_tokens": min(200000, max(0, whole_number(body, ("max_tokens",)))),
+        "max_tokens": whole_number(body, ("max_tokens",), clamp=(0, 200000)),
         "temperature": _temperature(body),
         "reasoning_effort": body.get("reasoning_effort")
         if body.get("reasoning_effort") in EFFORTS else "",

@@ -67,8 +67,10 @@ def server_ids(body: dict[str, Any], names: tuple[str, ...]) -> list[str]:
     return ids
 
 
-def whole_number(body: dict[str, Any], names: tuple[str, ...], default: int = 0) -> int:
-    """An integer (a JSON number or numeric string) from the first present of ``names``."""
+def whole_number(body: dict[str, Any], names: tuple[str, ...], default: int = 0, *,
+                 clamp: tuple[int, int] | None = None) -> int:
+    """An integer (a JSON number or numeric string) from the first present of ``names``;
+    with ``clamp`` any integer is brought into that range instead of refused."""
     for name in names:
         value = body.get(name)
         if value is None:
@@ -76,8 +78,10 @@ def whole_number(body: dict[str, Any], names: tuple[str, ...], default: int = 0)
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, str) and value.strip().lstrip("-").isdigit() and \
-                value.strip().isascii() and len(value.strip()) < 19:
+                value.strip().isascii() and len(value.strip()) < 40:
             value = int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool) and clamp is not None:
+            return min(clamp[1], max(clamp[0], value))
         if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= 2**31:
             raise bad_request(f"{name} must be an integer", field=name)
         return value

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from gateway.store import schema
 from gateway.store.assistant.references import check_servers, check_skills
 from gateway.store.assistant.refused import conflict, invalid, missing
-from gateway.store.assistant.rows import AgentRow, row_of
+from gateway.store.assistant.rows import AgentRow, numeric_key, row_of
 
 TABLE = schema.assistant_agents
 DEFAULT_KEY = "default"
@@ -48,9 +48,10 @@ def list_agents(conn: Connection, user_id: int, now: datetime) -> list[AgentRow]
 def _where_key(user_id: int, key: str) -> Any:
     if key == DEFAULT_KEY:
         return (TABLE.c.user_id == user_id) & TABLE.c.is_default.is_(True)
-    if key.isascii() and key.isdigit() and len(key) <= 18:
-        return (TABLE.c.user_id == user_id) & (TABLE.c.id == int(key))
-    return None
+    number = numeric_key(key)
+    if number is None:
+        return None
+    return (TABLE.c.user_id == user_id) & (TABLE.c.id == number)
 
 
 def find_agent(conn: Connection, user_id: int, key: str, now: datetime) -> AgentRow | None:

@@ -12,6 +12,17 @@ from typing import Any, TypeVar
 
 R = TypeVar("R")
 
+#: the largest value of an ``Integer`` key (PostgreSQL refuses a bigger number outright)
+MAX_INT_KEY = 2**31 - 1
+
+
+def numeric_key(text: str) -> int | None:
+    """A client id of a numbered record as its key; None when it cannot be one."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 10:
+        return None
+    number = int(text)
+    return number if 0 < number <= MAX_INT_KEY else None
+
 
 def row_of(cls: type[R], mapping: Mapping[Any, Any]) -> R:
     """A typed row from a result mapping (``RowMapping`` or a plain dict)."""

@@ -17,7 +17,7 @@ from gateway.store import schema
 from gateway.store.assistant.agents import drop_skill
 from gateway.store.assistant.references import check_servers
 from gateway.store.assistant.refused import conflict, missing
-from gateway.store.assistant.rows import SkillRow, row_of
+from gateway.store.assistant.rows import SkillRow, numeric_key, row_of
 
 TABLE = schema.assistant_skills
 NOT_FOUND = "Skill not found"
@@ -32,11 +32,12 @@ def list_skills(conn: Connection, user_id: int) -> list[SkillRow]:
 
 def skills_by_key(conn: Connection, user_id: int, keys: Iterable[str]) -> list[SkillRow]:
     """The user's skills with these client ids, in the order asked (unknown ids skipped)."""
-    wanted = [k for k in keys if k.isascii() and k.isdigit() and len(k) <= 18]
+    numbers = {key: numeric_key(key) for key in keys}
+    wanted = [key for key, number in numbers.items() if number is not None]
     if not wanted:
         return []
     rows = conn.execute(select(TABLE).where(
-        TABLE.c.user_id == user_id, TABLE.c.id.in_([int(k) for k in wanted]))).mappings()
+        TABLE.c.user_id == user_id, TABLE.c.id.in_([numbers[k] for k in wanted]))).mappings()
     found = {str(r["id"]): row_of(SkillRow, r) for r in rows}
     return [found[k] for k in dict.fromkeys(wanted) if k in found]
 

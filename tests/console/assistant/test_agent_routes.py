@@ -48,7 +48,8 @@ class AgentRouteTests(AssistantCase):
         for method, body in (("GET", None), ("PUT", {"name": "x"}), ("DELETE", None)):
             await self.refused_with(method, f"/agents/{created['id']}", body, 404,
                                     "Agent not found", token=self.bob, tables=TABLES)
-        await self.refused_with("GET", "/agents/not-a-number", None, 404, "Agent not found")
+        for odd in ("not-a-number", "99999999999999", "9" * 40, "-1"):
+            await self.refused_with("GET", f"/agents/{odd}", None, 404, "Agent not found")
 
     async def test_validation_messages(self) -> None:
         await self.ok("POST", "/agents", {"name": "Taken"})
@@ -86,3 +87,7 @@ class AgentRouteTests(AssistantCase):
         agent = await self.ok("POST", "/agents", {"name": "A", "skill_ids": [skill["id"]]})
         assert await self.ok("DELETE", f"/skills/{skill['id']}") == {"message": "Skill deleted"}
         assert (await self.ok("GET", f"/agents/{agent['id']}"))["skill_ids"] == []
+
+
+class PostgresAgentRouteTests(AgentRouteTests):
+    backend = "postgresql"

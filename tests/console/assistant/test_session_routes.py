@@ -18,7 +18,7 @@ class SessionRouteTests(AssistantCase):
     async def test_create_upsert_show_delete(self) -> None:
         created = await self.ok("POST", "/sessions", {
             "id": "chat-1", "model": "gpt-x", "metadata": {"pinned": True},
-            "temperature": 3, "max_tokens": 999999, "reasoning_effort": "extreme",
+            "temperature": 3, "max_tokens": 2**62, "user_channel_id": "7", "reasoning_effort": "extreme",
             "connector_device_id": "acd-x",  # cleared in chat mode
             "messages": [{"id": "m1", "role": "user", "content": "Explain the ledger please"},
                          {"id": "m1", "role": "tool", "content": "dup id, odd role"},
@@ -29,6 +29,7 @@ class SessionRouteTests(AssistantCase):
         assert created["agent_id"] == "default" and created["model_name"] == "gpt-x"
         assert created["model"] == "gpt-x" and created["metadata"] == {"pinned": True}
         assert created["temperature"] == 2.0 and created["max_tokens"] == 200000
+        assert created["user_channel_id"] == 7
         assert created["reasoning_effort"] == "" and created["connector_device_id"] == ""
         assert "latest_run" not in created
         first, second, third = created["messages"]
@@ -105,6 +106,7 @@ class SessionRouteTests(AssistantCase):
         hidden = await self.ok("POST", "/agents", {"name": "Hidden", "enabled": False})
         cases: list[tuple[dict[str, Any], int, str]] = [
             ({"agent_id": "999"}, 400, "Agent not found"),
+            ({"agent_id": ["default"]}, 400, "Agent not found"),
             ({"agent_id": hidden["id"]}, 400, "Agent is disabled"),
             ({"skill_ids": ["999"]}, 400, "Unknown skill"),
             ({"knowledge_base_ids": ["kb1"]}, 400, "Knowledge base is not vectorized"),
@@ -137,6 +139,10 @@ class SessionRouteTests(AssistantCase):
             ("/sessions", {"metadata": {"k": "v" * 17000}}, 400,
              "metadata must be a JSON object of at most 16 KiB"),
             ("/sessions", {"messages": "hello"}, 400, "messages must be an array"),
+            ("/sessions", {"messages": [{"content": "x", "tool_calls": [1]}]}, 400,
+             "tool_calls must be an array of objects"),
+            ("/sessions", {"user_channel_id": 2**40}, 400, "user_channel_id must be an integer"),
+            ("/sessions", {"temperature": "hot"}, 400, "temperature must be a number"),
         ]
         for path, body, status, message in cases:
             await self.refused_with("POST" if path == "/sessions" else "PUT", path, body,

@@ -30,6 +30,8 @@ class SkillRouteTests(AssistantCase):
         await self.refused_with("DELETE", f"/skills/{second['id']}", None, 404,
                                 "Skill not found", token=self.bob, tables=TABLES)
         assert await self.ok("DELETE", f"/skills/{second['id']}") == {"message": "Skill deleted"}
+        for odd in ("x", "99999999999999", "9" * 40):
+            await self.refused_with("GET", f"/skills/{odd}", None, 404, "Skill not found")
 
     async def test_validation_messages(self) -> None:
         await self.ok("POST", "/skills", {"name": "Taken"})
@@ -45,3 +47,7 @@ class SkillRouteTests(AssistantCase):
         ]
         for body, status, message in cases:
             await self.refused_with("POST", "/skills", body, status, message, tables=TABLES)
+
+
+class PostgresSkillRouteTests(SkillRouteTests):
+    backend = "postgresql"
