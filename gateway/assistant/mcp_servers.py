@@ -66,6 +66,11 @@ def parse_headers(text: str) -> list[tuple[str, str]]:
     for name, value in pairs:
         if not name or any(c in name for c in " \t\r\n:") or "\r" in value or "\n" in value:
             raise InvalidServers(f"headers: bad header {name!r}")
+        try:  # HTTP header text is Latin-1 on the wire
+            name.encode("latin-1")
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise InvalidServers(f"headers: {name!r} is not Latin-1 text") from None
     return pairs
 
 

@@ -58,7 +58,8 @@ class ServerItemTests(TestCase):
         assert mcp_servers.parse_headers('{"A": "1", "B": "2"}') == [("A", "1"), ("B", "2")]
         assert mcp_servers.parse_headers("A: 1\n\nB:two: parts\n") == [("A", "1"),
                                                                       ("B", "two: parts")]
-        for bad in ("{not json", '{"A": 1}', "no colon here", "Bad Name: x", '["A"]'):
+        for bad in ("{not json", '{"A": 1}', "no colon here", "Bad Name: x", '["A"]',
+                    "X-Key: \u2603"):
             self.assertRaises(mcp_servers.InvalidServers, mcp_servers.parse_headers, bad)
 
     def test_items(self) -> None:
