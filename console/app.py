@@ -17,6 +17,14 @@ from console.context import ConsoleContext
 from console.routes.admin_users import AdminUserRoutes
 from console.routes.announcements import AnnouncementRoutes
 from console.routes.api_keys import ApiKeyRoutes, LegacyApiKeyRoutes
+from console.routes.assistant_admin_settings import AssistantAdminSettingsRoutes
+from console.routes.assistant_agents import AssistantAgentRoutes
+from console.routes.assistant_sessions import AssistantSessionRoutes
+from console.routes.assistant_skills import AssistantSkillRoutes
+from console.routes.assistant_user_settings import (
+    AssistantMcpServerRoutes,
+    AssistantUserSettingsRoutes,
+)
 from console.routes.catalog import CatalogRoutes
 from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
@@ -110,6 +118,13 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/user/advanced-chat/sandbox-hosts", AvailableHostRoutes),
     ("api/advanced-chat/sandbox-hosts", SandboxHostRoutes),
     ("api/advanced-chat/connectors", ConnectorLinkRoutes),
+
+    ("api/advanced-chat/settings", AssistantAdminSettingsRoutes),
+    ("api/user/advanced-chat/settings", AssistantUserSettingsRoutes),
+    ("api/user/advanced-chat/mcp-servers", AssistantMcpServerRoutes),
+    ("api/user/advanced-chat/agents", AssistantAgentRoutes),
+    ("api/user/advanced-chat/skills", AssistantSkillRoutes),
+    ("api/user/advanced-chat/sessions", AssistantSessionRoutes),
 ]
 
 
