@@ -10,8 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from console.context import ConsoleContext
 from console.http import bad_request, json_route, make_app, read_object
 from console.services.assistant import tx
@@ -23,6 +21,7 @@ from gateway.store.assistant import agents
 from gateway.store.assistant.refused import invalid
 from gateway.store.assistant.rows import UserSettingsRow
 from gateway.store.assistant.user_settings import save_user_settings, user_settings
+from gateway.store.connection import Connection
 
 #: a custom server list may carry long headers and connector env values
 SERVERS_BODY_LIMIT = 4 << 20

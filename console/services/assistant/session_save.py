@@ -11,14 +11,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from console.services.assistant.session_input import SessionDraft, Switches, late_checks
 from gateway.store.assistant import agents
 from gateway.store.assistant.references import check_skills
 from gateway.store.assistant.refused import invalid
 from gateway.store.assistant.sessions import StoredSession, save_session
 from gateway.store.assistant.user_settings import custom_servers
+from gateway.store.connection import Connection
 
 
 def _merged(first: Iterable[str], then: Iterable[str]) -> list[str]:
