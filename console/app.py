@@ -22,6 +22,7 @@ from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
 from console.routes.channels import ChannelRoutes
 from console.routes.check_in import CheckInRoutes
+from console.routes.cloud_sandboxes import CloudSandboxRoutes
 from console.routes.groups import GroupRoutes
 from console.routes.logs import LogRoutes
 from console.routes.me import MeRoutes
@@ -100,6 +101,7 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/updates", UpdateRoutes),
     ("api/announcements", AnnouncementRoutes),
     ("api/public/announcements", PublicAnnouncementRoutes),
+    ("api/user/advanced-chat/cloud-sandboxes", CloudSandboxRoutes),
 ]
 
 
