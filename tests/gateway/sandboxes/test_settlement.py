@@ -197,6 +197,36 @@ class SettlementTests(SandboxCase):
         storage = [c for c in await self.charges(box) if c["kind"] == "storage"]
         self.assertEqual([c["cost_nanos"] for c in storage], [100_000_000, 150_000_000])
 
+    async def cached_available(self) -> int | None:
+        wallets = self.app.gateway.wallets
+        held = await wallets.reserve(f"probe-{self.clock.seconds()}", self.alice, None, 0,
+                                     jwt=True)
+        wallets.release(held)
+        return wallets.available_nanos(self.alice)  # type: ignore[no-any-return]
+
+    async def test_the_cached_wallet_admits_against_the_charged_balance(self) -> None:
+        await self.start()
+        box = await self.sandbox()
+        self.assertEqual(await self.cached_available(), 100 * UNIT)
+        task = await self.finished_task(box, self.at(0), self.at(61))
+        await self.settle(task, 100)
+        self.assertEqual(await self.cached_available(), 100 * UNIT - RUNTIME_NANOS)
+
+    async def test_concurrent_deletes_settle_storage_once(self) -> None:
+        await self.start()
+        box = await self.sandbox(storage="0.36")  # 10 GB: 0.001 per second
+        self.clock.advance(1000)
+        answers = await gatherResults([ensureDeferred(self.call(
+            "DELETE", f"{SANDBOXES}/{box}", token=self.user_token)) for _ in range(4)])
+        self.assertEqual(sorted(a.status for a in answers), [200, 404, 404, 404])
+        self.assertEqual([(c["kind"], c["cost_nanos"]) for c in await self.charges(box)],
+                         [("storage", UNIT)])
+        t = schema.connector_tasks
+        cleanups = await self.ctx.db.transaction(lambda conn: conn.execute(
+            select(t.c.id).where(t.c.action == "cleanup_cloud_sandbox")).all())
+        self.assertEqual(len(cleanups), 1)
+        await self.verify_ledger()
+
 
 class SettlementPostgresTests(SettlementTests):
     backend = "postgresql"
