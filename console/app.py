@@ -17,6 +17,7 @@ from console.context import ConsoleContext
 from console.routes.admin_users import AdminUserRoutes
 from console.routes.announcements import AnnouncementRoutes
 from console.routes.api_keys import ApiKeyRoutes, LegacyApiKeyRoutes
+from console.routes.available_sandbox_hosts import AvailableSandboxHostRoutes
 from console.routes.catalog import CatalogRoutes
 from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
@@ -102,6 +103,7 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/announcements", AnnouncementRoutes),
     ("api/public/announcements", PublicAnnouncementRoutes),
     ("api/user/advanced-chat/cloud-sandboxes", CloudSandboxRoutes),
+    ("api/user/advanced-chat/sandbox-hosts", AvailableSandboxHostRoutes),
 ]
 
 

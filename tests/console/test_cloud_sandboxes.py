@@ -173,3 +173,39 @@ class CloudSandboxRouteTests(SandboxCase):
         again = await self.call("DELETE", f"{SANDBOXES}/{box['id']}", token=self.user_token)
         self.assertEqual(again.status, 404)
         await self.verify_ledger()
+
+
+class AvailableHostsTests(SandboxCase):
+    async def test_enabled_hosts_by_name_with_online_prices_and_range(self) -> None:
+        await self.start()
+        zeta, _ = await self.add_host(name="zeta", online=False, runtime_price_hour="0.5",
+                                      storage_price_gb_hour="0.000000001")
+        alpha, alpha_device = await self.add_host(
+            name="alpha", policy='{"max_cpu_cores": 8, "allowed_images": ["node:22"]}',
+            capacity={"cpu_cores": 4, "memory_mb": 16384, "disk_gb": 50},
+            cpu_price_hour="0.12", runtime_multiplier="1.5")
+        await self.add_host(name="beta", enabled=False)
+        response = await self.call("GET", "/api/user/advanced-chat/sandbox-hosts/available",
+                                   token=self.user_token)
+        self.assertEqual(response.status, 200, response)
+        hosts = response.json()
+        self.assertEqual([(h["id"], h["online"]) for h in hosts], [(alpha, True), (zeta, False)])
+        first = hosts[0]
+        self.assertEqual(orjson.loads(first["security_policy"]),
+                         {"max_cpu_cores": 8, "allowed_images": ["node:22"]})
+        self.assertEqual((first["cpu_price_hour"], first["runtime_price_hour"],
+                          first["runtime_multiplier"]), ("0.12", "0", "1.5"))
+        self.assertEqual(first["available_range"], {
+            "cpu_cores": {"min": 0, "min_exclusive": True, "max": 4},
+            "memory_mb": {"min": 128, "max": 16384},
+            "disk_gb": {"min": 1, "max": 50}, "images": ["node:22"]})
+        self.assertNotIn("connector_device_id", first)
+        self.assertEqual(hosts[1]["storage_price_gb_hour"], "0.000000001")
+        self.assertEqual(orjson.loads(hosts[1]["security_policy"])["runtime"], "docker")
+        # [P-41]: the host is offline the moment its link is released
+        await self.set_online(alpha_device, False)
+        again = await self.call("GET", "/api/user/advanced-chat/sandbox-hosts/available",
+                                token=self.user_token)
+        self.assertEqual([h["online"] for h in again.json()], [False, False])
+        self.assertEqual((await self.call(
+            "GET", "/api/user/advanced-chat/sandbox-hosts/available")).status, 401)
