@@ -10,6 +10,10 @@ Never twice: each sandbox is settled in its own transaction under its owner's bi
 which re-reads ``storage_charged_at`` and advances it together with the charge -- a task
 settlement or a deletion in between just moves the start of the next interval, and a second
 node running the same round by accident finds nothing due.
+
+The same round is the safety net for task settlement: a sandbox task whose result was recorded
+in the last ``SWEEP_WINDOW`` but not billed (the process stopped in between) is billed here once
+it is ``SWEEP_GRACE`` old -- settlement is idempotent, so racing the link's own call is harmless.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from twisted.logger import Logger
 
 from gateway.invalidation import Invalidation
 from gateway.jobs.periodic import RoundService
-from gateway.sandboxes.settlement import settle_sandbox_storage
+from gateway.sandboxes.settlement import settle_sandbox_storage, settle_sandbox_task
 from gateway.settings.store import Settings
 from gateway.state.protocol import SharedState
 from gateway.store.cloud_sandboxes import storage_due
 from gateway.store.pool import DBRunner
+from gateway.store.sandbox_settlement import unbilled_tasks
 
 log = Logger()
 
@@ -36,6 +41,10 @@ MIN_INTERVAL = 10
 MAX_INTERVAL = 86400
 TICK_SECONDS = 10.0
 CLAIM_KEY = "lockgate:sandbox-storage:round"
+#: an unbilled task result is swept once this old (the link bills it itself right away) ...
+SWEEP_GRACE = timedelta(seconds=60)
+#: ... and while it is younger than this (older ones are left alone: bounded work per round)
+SWEEP_WINDOW = timedelta(days=1)
 
 
 def settle_interval(settings: Settings) -> int:
@@ -69,6 +78,22 @@ class SandboxStorageJob(RoundService):
             return
         self.rounds += 1
         await self.run_once()
+        await self.sweep_tasks()
+
+    async def sweep_tasks(self) -> int:
+        """Bill sandbox task results whose settlement was lost; returns how many were billed."""
+        now = self.now()
+        task_ids = await self._db.transaction(unbilled_tasks, now - SWEEP_WINDOW,
+                                              now - SWEEP_GRACE)
+        billed = 0
+        for task_id in task_ids:
+            try:
+                settled = await settle_sandbox_task(self._db, self._invalidation, task_id, now)
+            except Exception:
+                log.failure("settlement of sandbox task {id} failed", id=task_id)
+                continue
+            billed += settled is not None
+        return billed
 
     async def run_once(self) -> int:
         """Settle every sandbox due now; returns how many were billed."""

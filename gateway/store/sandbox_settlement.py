@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import exists, literal, select
 from sqlalchemy.engine import Connection
 
 from gateway.assistant.ids import random_id
@@ -112,6 +112,21 @@ def _storage(conn: Connection, settlement: Settlement, sandbox: SandboxRow, host
         return
     _record(conn, settlement, sandbox, STORAGE, f"storage:{sandbox.id}:{rfc3339_nanos(until)}",
             charge, now)
+
+
+def unbilled_tasks(conn: Connection, finished_after: datetime, finished_before: datetime,
+                   limit: int = 200) -> list[str]:
+    """Billable sandbox tasks finished in the window with no runtime charge: results whose
+    settlement was lost (a crash between recording the result and billing it)."""
+    t, c = schema.connector_tasks, schema.sandbox_charges
+    charged = exists().where(c.c.reference == literal("task:") + t.c.id)
+    return list(conn.execute(
+        select(t.c.id).where(
+            t.c.cloud_sandbox_id != "",
+            t.c.status.in_((connector_tasks.COMPLETED, connector_tasks.FAILED)),
+            t.c.action != CLEANUP_ACTION, t.c.started_at.is_not(None),
+            t.c.finished_at > finished_after, t.c.finished_at <= finished_before, ~charged)
+        .order_by(t.c.finished_at, t.c.id).limit(limit)).scalars().all())
 
 
 def _locked(conn: Connection, sandbox_id: str) -> tuple[Settlement, SandboxRow, HostRow] | None:

@@ -99,6 +99,20 @@ class StorageJobTests(StorageJobCase):
         self.assertEqual(await self.storage(free), [])
         self.assertEqual(await self.storage(gone), [])
 
+    async def test_a_result_whose_settlement_was_lost_is_billed_by_the_next_round(self) -> None:
+        await self.start()
+        host_id, _ = await self.add_host(runtime_price_hour="0.6")  # 0.01 a minute
+        box = (await self.create_sandbox(host_id))["id"]
+        task = await self.finished_task(box, self.at(-120), self.at(-30))  # never settled
+        await self.advance(10)
+        self.assertEqual(await self.charges(box), [])  # the link's own call may still come
+        await self.advance(30)
+        self.assertEqual([(c["reference"], c["cost_nanos"]) for c in await self.charges(box)],
+                         [(f"task:{task}", 20_000_000)])
+        await self.advance(3600)
+        self.assertEqual(len(await self.charges(box)), 1)
+        await self.verify_ledger()
+
 
 class IntervalSettingTests(TestCase):
     def test_default_and_range(self) -> None:
