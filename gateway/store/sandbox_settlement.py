@@ -118,14 +118,16 @@ def unbilled_tasks(conn: Connection, finished_after: datetime, finished_before: 
                    limit: int = 200) -> list[str]:
     """Billable sandbox tasks finished in the window with no runtime charge: results whose
     settlement was lost (a crash between recording the result and billing it)."""
-    t, c = schema.connector_tasks, schema.sandbox_charges
+    t, c, s = schema.connector_tasks, schema.sandbox_charges, schema.cloud_sandboxes
     charged = exists().where(c.c.reference == literal("task:") + t.c.id)
+    sandbox_kept = exists().where(s.c.id == t.c.cloud_sandbox_id)
     return list(conn.execute(
         select(t.c.id).where(
             t.c.cloud_sandbox_id != "",
             t.c.status.in_((connector_tasks.COMPLETED, connector_tasks.FAILED)),
             t.c.action != CLEANUP_ACTION, t.c.started_at.is_not(None),
-            t.c.finished_at > finished_after, t.c.finished_at <= finished_before, ~charged)
+            t.c.finished_at > finished_after, t.c.finished_at <= finished_before, ~charged,
+            sandbox_kept)
         .order_by(t.c.finished_at, t.c.id).limit(limit)).scalars().all())
 
 
