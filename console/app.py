@@ -25,11 +25,13 @@ from console.routes.assistant_user_settings import (
     AssistantMcpServerRoutes,
     AssistantUserSettingsRoutes,
 )
+from console.routes.available_sandbox_hosts import AvailableSandboxHostRoutes
 from console.routes.catalog import CatalogRoutes
 from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
 from console.routes.channels import ChannelRoutes
 from console.routes.check_in import CheckInRoutes
+from console.routes.cloud_sandboxes import CloudSandboxRoutes
 from console.routes.connector_links import ConnectorLinkRoutes
 from console.routes.connector_tasks import ConnectorTaskRoutes
 from console.routes.devices import DeviceRoutes
@@ -53,7 +55,7 @@ from console.routes.public_status import PublicStatusRoutes
 from console.routes.redeem import RedeemRoutes
 from console.routes.redeem_codes import RedeemCodeRoutes
 from console.routes.referral import ReferralRoutes
-from console.routes.sandbox_hosts import AvailableHostRoutes, SandboxHostRoutes
+from console.routes.sandbox_hosts import SandboxHostRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
 from console.routes.stats import StatsRoutes
@@ -115,7 +117,8 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     # agent links (agents contract §1.13, §2, §3)
     ("api/user/advanced-chat/devices", DeviceRoutes),
     ("api/user/advanced-chat/connector-tasks", ConnectorTaskRoutes),
-    ("api/user/advanced-chat/sandbox-hosts", AvailableHostRoutes),
+    ("api/user/advanced-chat/sandbox-hosts", AvailableSandboxHostRoutes),
+    ("api/user/advanced-chat/cloud-sandboxes", CloudSandboxRoutes),
     ("api/advanced-chat/sandbox-hosts", SandboxHostRoutes),
     ("api/advanced-chat/connectors", ConnectorLinkRoutes),
 

@@ -33,6 +33,7 @@ from gateway.jobs.channel_probe import ChannelProbe
 from gateway.jobs.monitors import MonitorRunner, MonitorScheduler
 from gateway.jobs.order_expiry import OrderExpiry
 from gateway.jobs.retention import LogRetention
+from gateway.jobs.sandbox_storage import SandboxStorageJob
 from gateway.keys import KeyHasher
 from gateway.links.node import AgentLinks
 from gateway.observability.metrics import GatewayMetrics
@@ -148,6 +149,7 @@ class Lockgate:
             ChannelProbe(reactor, clock, db, state, invalidation, lambda: live.settings,
                          on_recovered=gateway.health.reset),
             PriceSyncScheduler(ctx),
+            SandboxStorageJob(reactor, clock, db, state, invalidation, lambda: live.settings),
         )
         for service in background:
             service.setServiceParent(services)

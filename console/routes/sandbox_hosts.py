@@ -1,5 +1,6 @@
 """Sandbox hosts (agents contract §3.1 to §3.3, [P-24], [P-25]): the admin routes at
-``/api/advanced-chat/sandbox-hosts`` and the users' ``…/sandbox-hosts/available``.
+``/api/advanced-chat/sandbox-hosts`` (the users' ``…/sandbox-hosts/available`` is
+``console.routes.available_sandbox_hosts``; both answer with ``host_view``).
 
 Creating a host creates its hidden ``sandboxd`` device (owned by the admin, [P-16]) in the same
 transaction and returns the plaintext token once with the command that starts the host program.
@@ -12,12 +13,12 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
+from console.services.sandboxes.host_view import PRICE_FIELDS, host_view
 from gateway.billing.money import AmountError, parse_decimal, to_nanos
 from gateway.links import ids
-from gateway.links.host_range import PolicyError, parse_policy
-from gateway.links.host_views import PRICE_FIELDS, host_view
 from gateway.links.hub import CLOSE_REVOKED
 from gateway.links.node import AgentLinks
+from gateway.sandboxes.host_policy import PolicyError, policy_text
 from gateway.store import devices as device_store
 from gateway.store import sandbox_hosts as host_store
 
@@ -52,7 +53,7 @@ def host_changes(body: dict[str, Any], *, creating: bool) -> dict[str, Any]:
         raise bad_request("Host name is required", field="name")
     if "security_policy" in body or creating:
         try:
-            changes["security_policy"] = parse_policy(body.get("security_policy"))
+            changes["security_policy"] = policy_text(body.get("security_policy"))
         except PolicyError as exc:
             raise bad_request(str(exc), field="security_policy") from None
     for field, column in PRICE_FIELDS.items():
@@ -107,14 +108,14 @@ class SandboxHostRoutes:
         found = await self.ctx.db.transaction(host_store.get, host_id)
         if found is None:
             raise ApiError(404, NOT_FOUND)
-        return host_view(*found, self.ctx.now())
+        return host_view(*found, self.ctx.now(), admin=True)
 
     @app.route("/", methods=["GET"])
     @json_route
     async def index(self, request: Any) -> list[dict[str, Any]]:
         await self._admin(request)
         now = self.ctx.now()
-        return [host_view(host, device, now)
+        return [host_view(host, device, now, admin=True)
                 for host, device in await self.ctx.db.transaction(host_store.list_all)]
 
     @app.route("/", methods=["POST"])
@@ -174,23 +175,3 @@ class SandboxHostRoutes:
         self.links.hub.close_device(found[1].id, CLOSE_REVOKED, "token revoked")
         return {"host": await self._view(host_id), "token": token,
                 "command": start_command(request, self.ctx.settings.text("base_url"), token)}
-
-
-class AvailableHostRoutes:
-    """Mounted at ``/api/user/advanced-chat/sandbox-hosts``: enabled hosts, by name, with
-    their online state (clients offer only online ones)."""
-
-    app = make_app()
-
-    def __init__(self, ctx: ConsoleContext) -> None:
-        self.ctx = ctx
-
-    @app.route("/available", methods=["GET"])
-    @json_route
-    async def available(self, request: Any) -> list[dict[str, Any]]:
-        await self.ctx.sessions.user(request)
-        now = self.ctx.now()
-        return [host_view(host, device, now)
-                for host, device in await self.ctx.db.transaction(host_store.list_enabled)]
-
-
