@@ -12,8 +12,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.services.sandboxes.create_input import (
@@ -29,6 +27,7 @@ from gateway.sandboxes.host_policy import available_range, parse_policy
 from gateway.sandboxes.host_state import host_online
 from gateway.store import cloud_sandboxes, sandbox_charges, sandbox_hosts, sandbox_settlement
 from gateway.store.cloud_sandboxes import SandboxRow
+from gateway.store.connection import Connection
 
 NOT_FOUND = "Cloud sandbox not found"
 SANDBOX_PREFIX = "acs"

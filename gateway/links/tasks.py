@@ -3,18 +3,20 @@
 transports go through this one object, so every change to the queue also wakes the device's
 link or long poll, on whatever node it is (``LinkHub``).
 
-Results are recorded with a guarded ``running -> completed|failed`` update; ``settlers`` run
-inside that same transaction (the sandbox charge of §3.6 is one), so a result and what it costs
-commit together or not at all, and a retried result is ignored before any of them runs.
+Results are recorded with a guarded ``running -> completed|failed`` update, so a retried result
+is ignored.  ``result_hooks`` run after a result committed (the sandbox charge of §3.6 is one:
+idempotent, and its periodic sweep bills a result whose hook never ran because the process
+stopped in between).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
 
 from gateway.links import ids
 from gateway.links.hub import LinkHub
@@ -24,13 +26,15 @@ from gateway.store.connector_tasks import TaskRow
 from gateway.store.devices import DeviceRow
 from gateway.store.pool import DBRunner
 
+log = Logger()
+
 #: the waiter deadline of §1.13 (from creation; approval time counts)
 WAIT_SECONDS = 600.0
 CANCELLED = "cancelled by user"
 TIMED_OUT = "connector task timed out"
 
-#: ``settler(conn, task_after, device)``: runs in the result's transaction
-Settler = Callable[[Any, TaskRow, DeviceRow], None]
+#: ``hook(task_after)``: runs once a result has committed
+ResultHook = Callable[[TaskRow], Awaitable[object]]
 
 
 class TaskNotActive(Exception):
@@ -45,7 +49,7 @@ class ConnectorTasks:
     def __init__(self, db: DBRunner, hub: LinkHub) -> None:
         self.db = db
         self.hub = hub
-        self.settlers: list[Settler] = []
+        self.result_hooks: list[ResultHook] = []
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.hub.clock.seconds(), UTC)
@@ -99,6 +103,11 @@ class ConnectorTasks:
         task = await self.db.transaction(self._finish, device, task_id, outcome, self.now())
         if task is not None:
             self.hub.task_finished(task.id, task)
+            for hook in self.result_hooks:
+                try:
+                    await hook(task)
+                except Exception:
+                    log.failure("a task result hook failed (task {task_id})", task_id=task.id)
         return task
 
     def _finish(self, conn: Any, device: DeviceRow, task_id: str, outcome: Outcome,
@@ -106,9 +115,6 @@ class ConnectorTasks:
         task = task_store.finish(conn, task_id, device.id, success=outcome.success,
                                  result=outcome.result, error_message=outcome.error_message,
                                  output=outcome.raw, now=now)
-        if task is not None:
-            for settle in self.settlers:
-                settle(conn, task, device)
         return task
 
     def wait(self, task: TaskRow, timeout: float = WAIT_SECONDS) -> Deferred[TaskRow | None]:

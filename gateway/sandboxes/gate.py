@@ -17,13 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
-
 from gateway.billing.money import format_nanos
 from gateway.sandboxes.host_policy import parse_policy
-from gateway.store import cloud_sandboxes, sandbox_hosts, schema
-from gateway.store.subscriptions import spendable_quota
+from gateway.store import cloud_sandboxes, sandbox_hosts
+from gateway.store.cloud_sandboxes import has_spendable_credit
+from gateway.store.connection import Connection
 
 UNAVAILABLE = "cloud sandbox is unavailable"
 INSUFFICIENT_BALANCE = "insufficient balance for cloud sandbox usage"
@@ -55,12 +53,6 @@ class SandboxBinding:
     def payload(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The task payload: the tool's arguments with the server-owned keys on top."""
         return {**arguments, **self.server_keys()}
-
-
-def has_spendable_credit(conn: Connection, user_id: int, now: datetime) -> bool:
-    u = schema.users
-    balance = conn.execute(select(u.c.balance_nanos).where(u.c.id == user_id)).scalar()
-    return (balance is not None and int(balance) > 0) or spendable_quota(conn, user_id, now) > 0
 
 
 def sandbox_gate(conn: Connection, user_id: int, sandbox_id: str, now: datetime, *,

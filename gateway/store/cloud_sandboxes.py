@@ -15,6 +15,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from gateway.store import schema
+from gateway.store.subscriptions import spendable_quota
 
 READY = "ready"
 DELETED = "deleted"
@@ -115,3 +116,10 @@ def storage_due(conn: Connection, before: datetime, limit: int = 500) -> list[st
         select(s.c.id).join(h, h.c.id == s.c.host_id)
         .where(s.c.status == READY, h.c.storage_price_gb_hour_nanos > 0, since <= before)
         .order_by(since, s.c.id).limit(limit)).scalars().all())
+
+
+def has_spendable_credit(conn: Connection, user_id: int, now: datetime) -> bool:
+    """A positive wallet balance or a subscription quota usable now (the §3.5 gate)."""
+    u = schema.users
+    balance = conn.execute(select(u.c.balance_nanos).where(u.c.id == user_id)).scalar()
+    return (balance is not None and int(balance) > 0) or spendable_quota(conn, user_id, now) > 0
