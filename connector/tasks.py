@@ -106,9 +106,6 @@ class TaskRunner:
         found = ["bubblewrap"] if self._bwrap.available() else []
         return [*found, "docker"] if self._docker is not None else found
 
-    def running(self) -> list[str]:
-        return list(self._commands)
-
     def start(self, task: dict[str, Any], on_output: OutputSink | None) -> Deferred[ActionResult]:
         """Run ``task`` (a dispatched ``task`` object); the Deferred never errbacks.
 
