@@ -19,6 +19,7 @@ from console.services.catalog.price_schedule import PriceSyncScheduler
 from console.services.identity.passwords import Passwords
 from console.services.identity.sessions import Sessions
 from console.services.identity.throttle import Throttle
+from gateway.assistant.run_service import RunService
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress, parse_networks
@@ -41,6 +42,7 @@ from gateway.store.pool import DBRunner, make_engine
 from gateway.v1.resource import GatewayResource
 from gateway.v1.task_routes import TaskRoutes
 from gateway.v1.tasks.poller import TaskPoller
+from tap.assistant_wiring import open_assistant
 from tap.gateway_wiring import build_gateway
 from tap.metrics_wiring import open_metrics, watch
 from tap.root import build_root
@@ -67,6 +69,8 @@ class Lockgate:
     tasks: TaskPoller | None = None
     #: the metric families (only when metrics are exposed: ``--metrics-listen``)
     metrics: GatewayMetrics | None = None
+    #: assistant runs in the background (their leases, sweeps and stop messages)
+    assistant: RunService | None = None
 
     @classmethod
     def open(
@@ -119,7 +123,8 @@ class Lockgate:
                            announce_user=lambda user_id: invalidation.announce(
                                USERS, str(user_id).encode()))
         resource = GatewayResource(gateway, fallback=TaskRoutes(tasks).match)
-        root = build_root(ctx, {b"v1": resource, b"v1beta": resource})
+        assistant, assistant_mounts = open_assistant(ctx, gateway)
+        root = build_root(ctx, {b"v1": resource, b"v1beta": resource}, assistant_mounts)
         order_expiry = OrderExpiry(db, clock)
         order_expiry.start()
         retention = LogRetention(db, live.settings, clock)
@@ -138,9 +143,11 @@ class Lockgate:
             watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
                    order_expiry=order_expiry, retention=retention, background=background,
-                   tasks=tasks, metrics=families)
+                   tasks=tasks, metrics=families, assistant=assistant)
 
     async def _close_gateway(self) -> None:
+        if self.assistant is not None:
+            await self.assistant.stop_all()
         if self.tasks is not None:
             await self.tasks.stop()
         await self.gateway.settler.flush()

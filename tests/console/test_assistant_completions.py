@@ -1,0 +1,354 @@
+"""Assistant completions and runs end to end (agents contract §1.7-§1.11).
+
+A real Lockgate on SQLite, a real loopback upstream that answers tool calls, real HTTP: the
+model rounds go through the /v1 path (reservation, settlement, usage logs), so every test can
+compare the answer's cost with the usage-log rows it produced.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy import select
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
+
+from gateway.store import schema
+from gateway.store.assistant.runs import create_run
+from gateway.store.assistant.sessions import save_session
+from tests.gateway.gateway_case import GatewayTestCase
+from tests.support.tool_upstream import HANG, ToolUpstream, failure, tool_call
+
+COMPLETIONS = "/api/user/advanced-chat/completions"
+SKILL_BODY = "Always answer in haiku."
+
+
+def sse_events(body: bytes) -> list[tuple[str, Any]]:
+    events = []
+    for frame in body.decode().split("\n\n"):
+        if not frame.strip() or frame.startswith(":"):
+            continue
+        fields = dict(line.split(": ", 1) for line in frame.split("\n") if ": " in line)
+        events.append((fields["event"], orjson.loads(fields["data"])))
+    return events
+
+
+def cost_nanos(text: str) -> int:
+    from decimal import Decimal
+
+    from gateway.billing.money import to_nanos
+
+    return to_nanos(Decimal(text))
+
+
+class AssistantCase(GatewayTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.upstream = ToolUpstream.start()
+        self.addCleanup(self.upstream.stop)
+        self.fake = self.upstream  # provision() points the channel at it
+
+    async def skill(self, content: str = SKILL_BODY) -> str:
+        now = self.ctx.now()
+
+        def insert(conn: Any) -> int:
+            key = conn.execute(schema.assistant_skills.insert().values(
+                user_id=self.user_id, name="Haiku", description="poems", prompt="Be brief.",
+                content=content, created_at=now, updated_at=now)).inserted_primary_key
+            return int(key[0])
+
+        return str(await self.ctx.db.transaction(insert))
+
+    async def complete(self, body: dict[str, Any]) -> Any:
+        return await self.call("POST", COMPLETIONS, {"model": "gpt-fake", **body},
+                               token=self.user_token)
+
+    async def usage_cost(self) -> tuple[int, int]:
+        rows = await self.usage_rows()
+        return len(rows), sum(r["cost_nanos"] for r in rows)
+
+    async def wait_for_run(self, run_id: str, statuses: tuple[str, ...] = (
+            "completed", "failed", "cancelled")) -> dict[str, Any]:
+        for _ in range(400):
+            found = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}",
+                                    token=self.user_token)
+            if found.json()["status"] in statuses:
+                return dict(found.json())
+            await deferLater(reactor, 0.02, lambda: None)
+        raise AssertionError(f"run {run_id} never reached {statuses}")
+
+    async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+        found = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}/events"
+                                f"?after={after}", token=self.user_token)
+        assert found.status == 200, found
+        return list(found.json())
+
+
+class ChatModeTests(AssistantCase):
+    async def test_final_answer_after_a_tool_round_is_billed_like_v1(self) -> None:
+        await self.provision()
+        skill_id = await self.skill()
+        self.upstream.script(tool_call("activate_skill", {"skill_id": skill_id}))
+        answer = await self.complete({"messages": [{"role": "user", "content": "a poem"}],
+                                      "skill_ids": [skill_id]})
+        assert answer.status == 200, answer
+        result = answer.json()
+        assert result["message"] == {"role": "assistant", "content": f"Done: {SKILL_BODY}",
+                                     "content_parts": [{"round": 2,
+                                                        "content": f"Done: {SKILL_BODY}"}]}
+        assert result["tool_calls"] == 1
+        [detail] = result["tool_call_details"]
+        assert detail == {"id": "call_1", "round": 1, "name": "activate_skill", "server": "",
+                          "tool": "activate_skill", "status": "ok",
+                          "arguments": {"skill_id": skill_id}, "result": SKILL_BODY}
+        # the skill's prompt is in the system prompt, and round 2 saw the tool's result
+        system = self.upstream.requests[0]["messages"][0]
+        assert system["role"] == "system" and "[Skill: Haiku]\nBe brief." in system["content"]
+        assert self.upstream.requests[1]["messages"][-1] == {
+            "role": "tool", "tool_call_id": "call_1", "content": SKILL_BODY}
+        count, total = await self.usage_cost()
+        assert count == 2 and total > 0
+        assert cost_nanos(result["cost"]) == total
+        await self.verify_ledger()
+
+    async def test_stream_sends_the_exact_event_sequence(self) -> None:
+        await self.provision()
+        skill_id = await self.skill()
+        self.upstream.script(tool_call("activate_skill", {"skill_id": skill_id}))
+        answer = await self.complete({"messages": [{"role": "user", "content": "go"}],
+                                      "skill_ids": [skill_id], "stream": True})
+        assert answer.status == 200, answer
+        assert answer.header("content-type") == "text/event-stream"
+        assert answer.header("x-accel-buffering") == "no"
+        assert b"\nid:" not in answer.body and not answer.body.startswith(b"id:")
+        events = sse_events(answer.body)
+        assert [name for name, _ in events] == [
+            "status", "status", "status", "tool_call", "tool_call", "status", "text", "done"]
+        assert [data for name, data in events if name == "status"] == [
+            {"message": "stream_started"}, {"message": "loading_tools"},
+            {"message": "model_round", "round": 1, "mode": "chat"},
+            {"message": "model_round", "round": 2, "mode": "chat"}]
+        assert events[3][1]["status"] == "running" and events[4][1]["status"] == "ok"
+        assert events[6][1] == {"delta": f"Done: {SKILL_BODY}", "round": 2}
+        assert events[7][1]["message"]["content"] == f"Done: {SKILL_BODY}"
+
+    async def test_unknown_tool_and_bad_arguments_get_their_statuses(self) -> None:
+        await self.provision()
+        self.upstream.script(tool_call("no_such_tool", {}, "call_a"))
+        answer = await self.complete({"messages": [{"role": "user", "content": "x"}]})
+        [detail] = answer.json()["tool_call_details"]
+        assert (detail["status"], detail["result"]) == ("missing", "Tool not found: no_such_tool")
+        skill_id = await self.skill()
+        self.upstream.script(tool_call("activate_skill", "{not json", "call_b"))
+        answer = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                      "skill_ids": [skill_id]})
+        [detail] = answer.json()["tool_call_details"]
+        assert detail["status"] == "invalid_arguments"
+        assert detail["result"].startswith("Invalid tool arguments: ")
+
+    async def test_upstream_error_maps_to_the_gateway_status(self) -> None:
+        await self.provision()
+        self.upstream.script(failure(400))
+        answer = await self.complete({"messages": [{"role": "user", "content": "x"}]})
+        assert answer.status == 400, answer
+        assert "error" in answer.json()
+
+    async def test_bad_input_answers_the_contract_messages(self) -> None:
+        await self.provision()
+        cases = [
+            ({"messages": []}, 400, "Messages are required"),
+            ({"messages": [{"role": "user", "content": "   "}]}, 400, "Messages are required"),
+            ({"model": "", "messages": [{"role": "user", "content": "x"}]}, 400,
+             "Model is required"),
+            ({"messages": [{"role": "user", "content": "x"}], "agent_id": "999"}, 400,
+             "Agent not found"),
+            ({"messages": [{"role": "user", "content": "x"}], "skill_ids": ["77"]}, 400,
+             "Unknown skill"),
+            ({"messages": [{"role": "user", "content": "x"}], "mcp_server_ids": ["nope"]}, 400,
+             "unknown or disabled MCP server: nope"),
+            ({"messages": [{"role": "user", "content": "x"}], "mcp_servers": [{"x": 1}]}, 400,
+             "Invalid MCP server configuration"),
+            ({"messages": [{"role": "user", "content": "x"}], "session_id": "a/b"}, 400,
+             "Invalid session id"),
+            ({"messages": [{"role": "user", "content": "x"}], "mode": "agent_group"}, 400,
+             "Studio is required"),
+        ]
+        for body, status, message in cases:
+            answer = await self.complete(body)
+            assert (answer.status, answer.json()["error"]) == (status, message), (body, answer)
+        answer = await self.call("POST", COMPLETIONS, data=b"{oops", token=self.user_token)
+        assert answer.status == 400
+        await self.ctx.live_settings.save({"advanced_chat_assistant_mode_enabled": "false"},
+                                          self.ctx.now())
+        answer = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                      "mode": "assistant"})
+        assert (answer.status, answer.json()["error"]) == (403, "Assistant mode is disabled")
+        await self.ctx.live_settings.save({"advanced_chat_enabled": "false"}, self.ctx.now())
+        answer = await self.complete({"messages": [{"role": "user", "content": "x"}]})
+        assert (answer.status, answer.json()["error"]) == (403, "Agent chat is disabled")
+        # nothing reached the upstream, nothing was billed
+        assert self.upstream.requests == []
+        assert (await self.usage_cost()) == (0, 0)
+
+    async def test_session_receives_the_answer(self) -> None:
+        await self.provision()
+        answer = await self.complete({"messages": [{"role": "user", "content": "hello there"}],
+                                      "session_id": "my-chat"})
+        assert answer.status == 200, answer
+        message_id = answer.json()["message"]["id"]
+        rows = await self.ctx.db.transaction(lambda conn: conn.execute(
+            select(schema.assistant_messages).order_by(schema.assistant_messages.c.position)
+        ).mappings().all())
+        assert [(r["role"], r["content"]) for r in rows] == [
+            ("user", "hello there"), ("assistant", "Done.")]
+        assert rows[1]["id"] == message_id
+
+
+class AssistantRunTests(AssistantCase):
+    async def test_run_completes_with_events_and_cost_equal_to_usage_logs(self) -> None:
+        await self.provision()
+        skill_id = await self.skill()
+        self.upstream.script(tool_call("activate_skill", {"skill_id": skill_id}))
+        started = await self.complete({"messages": [{"role": "user", "content": "work"}],
+                                       "mode": "assistant", "skill_ids": [skill_id]})
+        assert started.status == 202, started
+        run = started.json()["run"]
+        assert run["status"] == "queued" and run["id"].startswith("acr-")
+        assert started.json()["session"]["id"].startswith("acs-")
+        finished = await self.wait_for_run(run["id"])
+        assert finished["status"] == "completed", finished
+        assert finished["status_message"] == "completed"
+        assert finished["current_round"] == 2 and finished["tool_calls"] == 1
+        assert finished["tool_call_details"][0]["status"] == "ok"
+        events = await self.events(run["id"])
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert [(e["event"], e["payload"].get("message") if e["event"] == "status"
+                 else e["payload"].get("status")) for e in events] == [
+            ("status", "assistant_started"), ("status", "loading_tools"),
+            ("status", "model_round"), ("tool_call", "running"), ("tool_call", "ok"),
+            ("status", "model_round"), ("done", None)]
+        assert events[-1]["payload"]["message"]["content"] == f"Done: {SKILL_BODY}"
+        assert "id" not in events[-1]["payload"]["message"]
+        assert await self.events(run["id"], after=6) == events[6:]
+        count, total = await self.usage_cost()
+        assert count == 2 and cost_nanos(finished["cost"]) == total > 0
+        # the assistant message got the answer
+        session = started.json()["session"]
+        content = await self.ctx.db.transaction(lambda conn: conn.execute(
+            select(schema.assistant_messages.c.content).where(
+                schema.assistant_messages.c.id == run["assistant_message_id"])).scalar_one())
+        assert content == f"Done: {SKILL_BODY}" and session["run_mode"] == "assistant"
+
+    async def test_retry_emits_status_and_then_completes(self) -> None:
+        await self.provision()
+        self.upstream.script(failure(503))
+        started = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                       "mode": "assistant"})
+        run_id = started.json()["run"]["id"]
+        for _ in range(400):
+            if any(e["payload"].get("message") == "retrying" for e in await self.events(run_id)):
+                break
+            await deferLater(reactor, 0.02, lambda: None)
+        found = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}",
+                                token=self.user_token)
+        assert found.json()["status_message"] == "retrying:1/10"
+        self.clock.advance(0.5)  # the first retry delay
+        finished = await self.wait_for_run(run_id)
+        assert finished["status"] == "completed"
+        retry = [e["payload"] for e in await self.events(run_id)
+                 if e["payload"].get("message") == "retrying"]
+        assert retry == [{"message": "retrying", "attempt": 1, "max": 10,
+                          "error": "Upstream request failed", "status": 502,
+                          "model": "gpt-fake"}]
+
+    async def test_stop_mid_run_cancels_the_model_call(self) -> None:
+        await self.provision()
+        self.upstream.script(HANG)
+        started = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                       "mode": "assistant"})
+        run = started.json()["run"]
+        await self.upstream.hung
+        stopped = await self.call("POST", f"/api/user/advanced-chat/runs/{run['id']}/stop",
+                                  token=self.user_token)
+        assert stopped.status == 200, stopped
+        assert (stopped.json()["status"], stopped.json()["status_message"]) == (
+            "cancelled", "cancelled")
+        # the upstream request is abandoned at once (its socket closed)
+        [hanging] = self.upstream.hanging
+        for _ in range(200):
+            if getattr(hanging, "_disconnected", False):
+                break
+            await deferLater(reactor, 0.02, lambda: None)
+        assert hanging._disconnected
+        events = await self.events(run["id"])
+        assert events[-1]["payload"] == {"message": "cancelled"}
+        again = await self.call("POST", f"/api/user/advanced-chat/runs/{run['id']}/stop",
+                                token=self.user_token)
+        assert again.json()["status"] == "cancelled"
+        assert len(await self.events(run["id"])) == len(events)
+        content = await self.ctx.db.transaction(lambda conn: conn.execute(
+            select(schema.assistant_messages.c.content).where(
+                schema.assistant_messages.c.id == run["assistant_message_id"])).scalar_one())
+        assert content == "Stopped"
+        await self.verify_ledger()
+
+    async def test_other_users_run_is_not_found(self) -> None:
+        await self.provision()
+        started = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                       "mode": "assistant"})
+        run_id = started.json()["run"]["id"]
+        await self.wait_for_run(run_id)
+        bob = await self.register("bob")
+        for method, path in [("GET", ""), ("POST", "/stop")]:
+            found = await self.call(method, f"/api/user/advanced-chat/runs/{run_id}{path}",
+                                    token=bob["token"])
+            assert (found.status, found.json()["error"]) == (404, "Run not found")
+        found = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}/events",
+                                token=bob["token"])
+        assert found.json() == []
+
+    async def test_sse_tail_streams_until_the_terminal_event(self) -> None:
+        await self.provision()
+        started = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                       "mode": "assistant"})
+        run_id = started.json()["run"]["id"]
+        tail = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}/events?stream=1",
+                               token=self.user_token)
+        assert tail.header("content-type") == "text/event-stream"
+        frames = [f for f in tail.body.decode().split("\n\n") if f]
+        assert frames[0].startswith("id: 1\nevent: status\n")
+        assert frames[-1].split("\n")[1] == "event: done"
+        resumed = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}/events",
+                                  headers={"Accept": "text/event-stream",
+                                           "Last-Event-ID": str(len(frames) - 1)},
+                                  token=self.user_token)
+        assert [f for f in resumed.body.decode().split("\n\n") if f] == frames[-1:]
+
+    async def test_a_run_whose_node_died_fails_when_its_lease_expires(self) -> None:
+        await self.provision()
+        now = self.ctx.now()
+        lease = self.app.assistant.lease_seconds
+
+        def orphan(conn: Any) -> None:
+            save_session(conn, self.user_id, "s-dead", {"title": "t"},
+                         [{"id": "acm-answer", "role": "assistant", "content": ""}], now)
+            create_run(conn, {"id": "acr-orphan", "user_id": self.user_id,
+                              "session_id": "s-dead", "assistant_message_id": "acm-answer",
+                              "mode": "assistant", "status": "running",
+                              "node_name": "node-that-died",
+                              "lease_expires_at": now + timedelta(seconds=lease)}, now)
+
+        await self.ctx.db.transaction(orphan)
+        self.clock.advance(lease - 1)  # the periodic sweep ran (at lease/2) and left it alone
+        assert await self.app.assistant.sweep() == 0
+        still = await self.call("GET", "/api/user/advanced-chat/runs/acr-orphan",
+                                token=self.user_token)
+        assert still.json()["status"] == "running"
+        self.clock.advance(2)  # past the lease: the periodic sweep (every lease/2) fails it
+        run = await self.wait_for_run("acr-orphan")
+        assert run["status"] == "failed"
+        assert run["error_message"].startswith("Assistant run was interrupted")
+        events = await self.events("acr-orphan")
+        assert [e["event"] for e in events] == ["error"]
