@@ -352,3 +352,25 @@ class AssistantRunTests(AssistantCase):
         assert run["error_message"].startswith("Assistant run was interrupted")
         events = await self.events("acr-orphan")
         assert [e["event"] for e in events] == ["error"]
+
+    async def test_deadline_fails_the_run_with_the_contract_message(self) -> None:
+        await self.provision()
+        await self.ctx.live_settings.save(
+            {"advanced_chat_assistant_run_timeout_seconds": "300"}, self.ctx.now())
+        self.upstream.script(HANG)
+        started = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                       "mode": "assistant"})
+        run_id = started.json()["run"]["id"]
+        await self.upstream.hung
+        self.clock.advance(299)
+        found = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}",
+                                token=self.user_token)
+        assert found.json()["status"] == "running"
+        self.clock.advance(1)
+        finished = await self.wait_for_run(run_id)
+        assert (finished["status"], finished["error_message"]) == (
+            "failed", "Assistant run timed out")
+        events = await self.events(run_id)
+        assert events[-1] == {**events[-1], "event": "error",
+                              "payload": {"error": "Assistant run timed out"}}
+        await self.verify_ledger()
