@@ -8,6 +8,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.routes.assistant_completions import CompletionRoutes
+from console.routes.assistant_connector_tasks import ConnectorTaskRoutes
 from console.routes.assistant_runs import RunRoutes
 from gateway.assistant.run_service import RunService
 from gateway.context import GatewayContext
@@ -20,5 +21,6 @@ def open_assistant(ctx: ConsoleContext, gateway: GatewayContext
     mounts: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
         ("api/user/advanced-chat/completions", lambda c: CompletionRoutes(c, runs)),
         ("api/user/advanced-chat/runs", lambda c: RunRoutes(c, runs)),
+        ("api/user/advanced-chat/connector-tasks", lambda c: ConnectorTaskRoutes(c, runs)),
     ]
     return runs, mounts

@@ -17,7 +17,7 @@ from twisted.internet.task import LoopingCall
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, write_json
 from console.routes.assistant_completions import SSE_HEADERS, refused_body
-from gateway.assistant.record_views import event_view, run_view
+from gateway.assistant.record_views import event_view, run_view, timestamp
 from gateway.assistant.run_service import (
     RUN_NOT_FOUND,
     RunService,
@@ -27,6 +27,7 @@ from gateway.assistant.run_service import (
 from gateway.store.assistant.refused import Refused
 from gateway.store.assistant.rows import RunEventRow
 from gateway.store.assistant.runs import events_after, find_run
+from gateway.store.connector_decisions import pending_for_run
 
 PING_SECONDS = 15.0
 #: a tail re-reads this often even when no announcement arrives
@@ -78,6 +79,17 @@ class RunRoutes:
         except Refused as refusal:
             return refusal.status, refused_body(refusal)
         return run_view(run)
+
+    @app.route("/<string:run_id>/connector-tasks/pending", methods=["GET"])
+    @json_route
+    async def pending(self, request: Any, run_id: str) -> Any:
+        user = await self.ctx.sessions.user(request)
+        found = await self.ctx.db.transaction(pending_for_run, user["id"], run_id)
+        return [{"id": task.id, "device_id": task.device_id, "device_name": name,
+                 "run_id": task.run_id, "action": task.action,
+                 "workspace_path": task.workspace_path,
+                 "workspace_unrestricted": not task.workspace_path, "payload": task.payload,
+                 "created_at": timestamp(task.created_at)} for task, name in found]
 
     @app.route("/<string:run_id>/events", methods=["GET"])
     def events(self, request: Any, run_id: str) -> Deferred[bytes]:

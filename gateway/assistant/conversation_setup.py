@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.assistant.builtin_tools import TaskChecklist, ask_user_tool, skill_tool, task_tools
+from gateway.assistant.connector_tools import ConnectorTools
 from gateway.assistant.ids import MESSAGE, random_id
 from gateway.assistant.mcp_tools import McpClientFactory, mcp_tools
 from gateway.assistant.preparation import Prepared
@@ -18,11 +19,14 @@ from gateway.assistant.tool_set import ToolSet
 TITLE_CHARS = 28
 
 
-async def build_tools(prepared: Prepared, mcp: McpClientFactory | None) -> ToolSet:
-    """MCP tools (listing failures raise ``McpUnavailable``), skills, and the tools that need
-    a session; then the request's and the agent's group filters."""
+async def build_tools(prepared: Prepared, mcp: McpClientFactory | None,
+                      connector: ConnectorTools | None = None) -> ToolSet:
+    """MCP tools (listing failures raise ``McpUnavailable``), the connector device's tools,
+    skills, and the tools that need a session; then the request's and agent's group filters."""
     tools = ToolSet()
     tools.extend(await mcp_tools(prepared.servers, mcp))
+    if connector is not None:
+        tools.extend(connector.tools(prepared.connector_switches))
     skill = skill_tool(prepared.skill_bodies())
     if skill is not None:
         tools.add(skill)
@@ -32,12 +36,14 @@ async def build_tools(prepared: Prepared, mcp: McpClientFactory | None) -> ToolS
     return tools.filtered(prepared.request.disabled_tool_groups, prepared.agent_tools)
 
 
-def first_messages(prepared: Prepared, tools: ToolSet) -> list[dict[str, Any]]:
+def first_messages(prepared: Prepared, tools: ToolSet,
+                   connector: ConnectorTools | None = None) -> list[dict[str, Any]]:
     request = prepared.request
     system = system_prompt(
         admin_prompt=prepared.admin_prompt, agent_prompt=prepared.agent_prompt,
         skills=prepared.skill_prompts(), assistant_mode=request.background,
-        tool_names=tools.tools)
+        tool_names=tools.tools,
+        connector_description=connector.target.describe() if connector else "")
     history = [{"role": m["role"], "content": m["content"]} for m in request.messages]
     return conversation(system, prepared.presets, history,
                         auto_compress=request.auto_compress_context)

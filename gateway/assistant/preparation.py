@@ -19,12 +19,14 @@ from gateway.assistant.completion_request import CompletionRequest
 from gateway.assistant.mcp_servers import InvalidServers, merged, read_servers
 from gateway.assistant.prompt import SkillPrompt
 from gateway.assistant.run_settings import RunSettings
+from gateway.store import devices
 from gateway.store.assistant.agents import find_agent
 from gateway.store.assistant.references import UNKNOWN_SKILL, usable_skill_ids
 from gateway.store.assistant.refused import Refused, invalid
 from gateway.store.assistant.rows import SkillRow
 from gateway.store.assistant.skills import skills_by_key
 from gateway.store.assistant.user_settings import custom_servers
+from gateway.store.devices import DeviceRow
 
 MAX_SERVERS = 20
 INVALID_SERVERS = "Invalid MCP server configuration"
@@ -43,6 +45,9 @@ class Prepared:
     skills: list[SkillRow] = field(default_factory=list)
     servers: list[dict[str, Any]] = field(default_factory=list)
     admin_prompt: str = ""
+    #: the connector device of an assistant run (online when prepared)
+    device: DeviceRow | None = None
+    connector_switches: dict[str, bool] = field(default_factory=dict)
 
     def skill_prompts(self) -> list[SkillPrompt]:
         return [SkillPrompt(s.key, s.name, s.description, s.prompt, bool(s.content))
@@ -83,10 +88,36 @@ def prepare(conn: Connection, user_id: int, request: CompletionRequest,
         request=request, model=model, agent_key=agent.key, agent_prompt=agent.prompt,
         presets=list(agent.preset_messages), agent_tools=list(agent.tools),
         agent_stream=agent.stream, skills=skills, admin_prompt=settings.default_system_prompt)
+    if request.background:
+        prepared.device = _device(conn, user_id, request, settings, now)
+        prepared.connector_switches = dict(settings.connector_switches)
     prepared.servers = _servers(conn, user_id, request, settings, _union(
         agent.mcp_server_ids, request.mcp_server_ids,
         *(skill.mcp_server_ids for skill in skills)))
     return prepared
+
+
+def _device(conn: Connection, user_id: int, request: CompletionRequest,
+            settings: RunSettings, now: datetime) -> DeviceRow | None:
+    """§1.8 step 1's execution target (cloud sandboxes are not offered by this server)."""
+    selected = bool(request.connector_device_id or request.connector_workspace_path
+                    or request.cloud_sandbox_id)
+    if selected and not settings.workspace_tools_enabled:
+        raise invalid("Workspace tools are disabled")
+    if request.cloud_sandbox_id:
+        if request.connector_device_id or request.connector_workspace_path:
+            raise invalid("Choose either a cloud sandbox or a local connector")
+        raise invalid("Cloud sandbox is unavailable")
+    if not request.connector_device_id:
+        if request.connector_workspace_path:
+            raise invalid("connector device is required")
+        return None
+    device = devices.get_for_user(conn, user_id, request.connector_device_id)
+    if device is None or device.hidden:
+        raise invalid("connector device not found")
+    if not device.online_at(now):
+        raise invalid("connector device is offline")
+    return device
 
 
 def _servers(conn: Connection, user_id: int, request: CompletionRequest,

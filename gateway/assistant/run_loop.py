@@ -229,19 +229,41 @@ class RunLoop:
         arguments, problem = _arguments(raw)
         detail["arguments"] = arguments if problem is None else raw
         self.details.append(detail)
+        early: tuple[str, str] | None = None
+        if tool is None:
+            early = ts.MISSING, f"Tool not found: {name}"
+        elif problem is not None:
+            early = ts.INVALID_ARGUMENTS, f"Invalid tool arguments: {problem}"
+        elif tool.precreate is not None:
+            early = await self._precreate(tool, arguments, call_id, detail)
         await self.sink.emit("tool_call", dict(detail))
         ended: str | None = None
-        if tool is None:
-            status, text = ts.MISSING, f"Tool not found: {name}"
-        elif problem is not None:
-            status, text = ts.INVALID_ARGUMENTS, f"Invalid tool arguments: {problem}"
+        if early is not None:
+            status, text = early
         else:
+            assert tool is not None
             status, text, ended = await self._execute(tool, arguments, call_id, detail)
         detail["status"], detail["result"] = status, ts.clip(text)
         await self.sink.emit("tool_call", dict(detail))
         self.messages.append({"role": "tool", "tool_call_id": call_id,
                               "content": detail["result"]})
         return ended
+
+    async def _precreate(self, tool: ts.Tool, arguments: dict[str, Any], call_id: str,
+                         detail: dict[str, Any]) -> tuple[str, str] | None:
+        """Let the tool set up what it waits on; a refusal here is the call's final status."""
+        assert tool.precreate is not None
+        try:
+            shown = await self._wait(tool.precreate(arguments, call_id))
+        except (LoopCancelled, LoopFailed, CancelledError):
+            raise
+        except ts.BadArguments as exc:
+            return ts.INVALID_ARGUMENTS, f"Invalid tool arguments: {exc}"
+        except ts.ToolFailed as exc:
+            return ts.ERROR, exc.text
+        if shown is not None:
+            detail["status"], detail["arguments"] = ts.APPROVAL_REQUIRED, shown
+        return None
 
     async def _execute(self, tool: ts.Tool, arguments: dict[str, Any], call_id: str,
                        detail: dict[str, Any]) -> tuple[str, str, str | None]:

@@ -20,6 +20,7 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools, wake_channel
 from gateway.assistant.conversation_setup import (
     build_tools,
     first_messages,
@@ -132,6 +133,8 @@ class RunService:
         def write(conn: Any) -> RunEventRow:
             if values:
                 transition(conn, run.id, values, now)
+            if event == "tool_call":
+                run_outcomes.merge_detail(conn, run.id, payload, now)
             return append_event(conn, run.id, run.session_id, event, payload, now)
 
         row = await self.ctx.db.transaction(write)
@@ -201,8 +204,9 @@ class RunService:
             deadline = self.ctx.clock.callLater(timeout, self._timed_out, worker)
             await self.append(run, "status", {"message": "loading_tools"},
                               {"status_message": "loading_tools"})
+            connector = self._connector(run, prepared)
             try:
-                tools = await build_tools(prepared, self.mcp)
+                tools = await build_tools(prepared, self.mcp, connector)
             except McpUnavailable as exc:
                 await self._fail(run, str(exc), 0, [])
                 return
@@ -214,7 +218,7 @@ class RunService:
                                   text_events=request.stream or prepared.agent_stream),
                 call_model=self.model_caller(user_id), tools=tools,
                 sink=_RunSink(self, run), clock=self.ctx.clock,
-                messages=first_messages(prepared, tools),
+                messages=first_messages(prepared, tools, connector),
                 model_options=request.model_options(prepared.model))
             if worker.stopped:
                 worker.loop.cancel()
@@ -254,6 +258,23 @@ class RunService:
             conn, run, error, now, cost_nanos=cost_nanos, details=details))
         if event is not None:
             self.announce([event])
+
+    def _connector(self, run: RunRow, prepared: Prepared) -> ConnectorTools | None:
+        device, request = prepared.device, prepared.request
+        if device is None:
+            return None
+        return ConnectorTools(
+            db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now, wake=self.wake_device,
+            target=ConnectorTarget(
+                user_id=run.user_id, run_id=run.id, device_id=device.id,
+                device_name=device.name, os=device.os, arch=device.arch,
+                workspace_path=request.connector_workspace_path,
+                approval_mode=request.connector_approval_mode,
+                command_prefixes=request.connector_command_prefixes))
+
+    def wake_device(self, device_id: str) -> None:
+        self.ctx.state.publish(wake_channel(device_id), b"task").addErrback(
+            lambda f: log.failure("waking connector device failed", f))
 
     def _timed_out(self, worker: _Worker) -> None:
         if worker.loop is not None:

@@ -13,6 +13,8 @@ from gateway.settings.spec import parse_bool
 from gateway.settings.store import Settings
 
 PREFIX = "advanced_chat_"
+CONNECTOR_SWITCHES = ("list_files", "read_file", "write_file", "replace_text", "run_command",
+                      "web_search", "static_site")
 
 
 def _flag(settings: Settings, field: str, default: bool) -> bool:
@@ -42,6 +44,12 @@ class RunSettings:
     assistant_run_timeout: int
     agent_group_run_timeout: int
     builtin_mcp_servers: list[dict[str, Any]]
+    #: the seven ``assistant_connector_<name>_enabled`` switches by name
+    connector_switches: dict[str, bool]
+
+    @property
+    def workspace_tools_enabled(self) -> bool:
+        return any(self.connector_switches.values())
 
     @classmethod
     def read(cls, settings: Settings) -> RunSettings:
@@ -55,4 +63,6 @@ class RunSettings:
             agent_group_run_timeout=_int(settings, "agent_group_run_timeout_seconds", 3600),
             builtin_mcp_servers=[s for s in _json_list(settings, "builtin_mcp_servers")
                                  if isinstance(s, dict) and s.get("id")],
+            connector_switches={name: _flag(settings, f"assistant_connector_{name}_enabled", True)
+                                for name in CONNECTOR_SWITCHES},
         )

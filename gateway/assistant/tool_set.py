@@ -52,6 +52,9 @@ class ToolResult:
 
 
 Runner = Callable[[dict[str, Any], str], Awaitable[ToolResult]]
+#: runs before the first ``tool_call`` event; returns the arguments to show when the call now
+#: waits for an approval (a connector task created ``pending_approval``), else None
+Precreate = Callable[[dict[str, Any], str], Awaitable[dict[str, Any] | None]]
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Tool:
     #: what tool-call details name: the MCP server's name and its own tool name
     server: str = ""
     tool: str = ""
+    precreate: Precreate | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"type": "function", "function": {
