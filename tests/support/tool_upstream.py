@@ -2,7 +2,7 @@
 
 ``ToolUpstream.start()`` listens on 127.0.0.1; ``script(*answers)`` queues answers for
 ``POST /v1/chat/completions``: ``text("...")``, ``tool_call(name, arguments, id)``,
-``failure(status)`` or ``HANG`` (never answers until the client goes away or ``stop``).  When
+``failure(status)`` or ``HANG`` (answers only on ``release()``, or fails at ``stop``).  When
 the queue is empty the upstream answers ``Done: <last tool result>`` (or ``Done.``).  Usage is
 reported exactly (prompt = whitespace-separated words of the request's texts, completion = 5),
 so tests can check costs to the nano-unit.  Every request body is recorded.
@@ -55,6 +55,7 @@ class ToolUpstream(Resource):
         self.answers: deque[Any] = deque()
         self.requests: list[dict[str, Any]] = []
         self.hanging: list[Any] = []
+        self.hanging_bodies: list[dict[str, Any]] = []
         self.hung = Deferred[None]()
         self._port: Any = None
 
@@ -84,9 +85,19 @@ class ToolUpstream(Resource):
         answer = self.answers.popleft() if self.answers else None
         if answer == HANG:
             self.hanging.append(request)
+            self.hanging_bodies.append(body)
             if not self.hung.called:
                 self.hung.callback(None)
             return NOT_DONE_YET
+        return self._answer(request, body, answer)
+
+    def release(self, answer: Any = None) -> None:
+        """Answer the oldest hanging request now (``None``: the default answer)."""
+        request, body = self.hanging.pop(0), self.hanging_bodies.pop(0)
+        request.write(self._answer(request, body, answer))
+        request.finish()
+
+    def _answer(self, request: Any, body: dict[str, Any], answer: Any) -> bytes:
         request.setHeader(b"content-type", b"application/json")
         if answer is not None and "status" in answer:
             request.setResponseCode(answer["status"])
