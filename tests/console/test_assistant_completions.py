@@ -518,3 +518,45 @@ class ConnectorToolTests(AssistantCase):
         self.clock.advance(61)  # no heartbeat for a minute: offline
         answer = await self.complete({**base, "connector_device_id": device_id})
         assert (answer.status, answer.json()["error"]) == (400, "connector device is offline")
+
+
+class SessionRunTests(AssistantCase):
+    async def test_new_message_interrupts_the_sessions_active_run(self) -> None:
+        await self.provision()
+        self.upstream.script(HANG)
+        first = await self.complete({"messages": [{"role": "user", "content": "one"}],
+                                     "mode": "assistant", "session_id": "chat-1"})
+        first_run = first.json()["run"]["id"]
+        await self.upstream.hung
+        second = await self.complete({"messages": [{"role": "user", "content": "one"},
+                                                   {"role": "user", "content": "two"}],
+                                      "mode": "assistant", "session_id": "chat-1",
+                                      "stream": True})
+        assert second.status == 202, second
+        stopped = await self.wait_for_run(first_run)
+        assert stopped["status"] == "cancelled"
+        assert [e["payload"] for e in await self.events(first_run)][-2:] == [
+            {"message": "cancelled"}, {"message": "user_interrupted", "code": "USER_INTERRUPTED"}]
+        finished = await self.wait_for_run(second.json()["run"]["id"])
+        assert finished["status"] == "completed"
+        # stream=true on an assistant run enables text events ([P-8])
+        texts = [e["payload"] for e in await self.events(finished["id"])
+                 if e["event"] == "text"]
+        assert texts == [{"delta": "Done.", "round": 1}]
+        assert second.json()["session"]["latest_run"]["id"] == finished["id"]
+
+    async def test_session_with_a_running_run_refuses_chat_mode_writes(self) -> None:
+        await self.provision()
+        self.upstream.script(HANG)
+        await self.complete({"messages": [{"role": "user", "content": "one"}],
+                             "mode": "assistant", "session_id": "chat-2"})
+        await self.upstream.hung
+        answer = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                      "session_id": "chat-2"})
+        assert (answer.status, answer.json()["error"]) == (
+            409, "This session already has a running assistant run")
+        bob = await self.register("bob")
+        answer = await self.call("POST", COMPLETIONS, {
+            "model": "gpt-fake", "messages": [{"role": "user", "content": "x"}],
+            "session_id": "chat-2", "mode": "assistant"}, token=bob["token"])
+        assert (answer.status, answer.json()["error"]) == (409, "Session id is already used")
