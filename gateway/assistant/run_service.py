@@ -127,10 +127,15 @@ class RunService:
     # --- events ---------------------------------------------------------------------------
 
     async def append(self, run: RunRow, event: str, payload: dict[str, Any],
-                     values: dict[str, Any] | None = None) -> RunEventRow:
+                     values: dict[str, Any] | None = None) -> RunEventRow | None:
+        """A progress event of a live run; none once the run has ended (a stop's ``cancelled``
+        stays the last event even when the worker was mid-step)."""
         now = self.ctx.now()
 
-        def write(conn: Any) -> RunEventRow:
+        def write(conn: Any) -> RunEventRow | None:
+            current = find_run(conn, run.id)
+            if current is None or not current.active:
+                return None
             if values:
                 transition(conn, run.id, values, now)
             if event == "tool_call":
@@ -138,7 +143,8 @@ class RunService:
             return append_event(conn, run.id, run.session_id, event, payload, now)
 
         row = await self.ctx.db.transaction(write)
-        self.announce([row])
+        if row is not None:
+            self.announce([row])
         return row
 
     def announce(self, rows: list[RunEventRow]) -> None:

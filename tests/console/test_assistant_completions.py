@@ -528,6 +528,7 @@ class SessionRunTests(AssistantCase):
                                      "mode": "assistant", "session_id": "chat-1"})
         first_run = first.json()["run"]["id"]
         await self.upstream.hung
+        self.clock.advance(1)  # "newest run" is by creation time
         second = await self.complete({"messages": [{"role": "user", "content": "one"},
                                                    {"role": "user", "content": "two"}],
                                       "mode": "assistant", "session_id": "chat-1",
