@@ -64,10 +64,12 @@ def request(port: int, method: str, path: str, token: str, body: Any = None,
 def login(port: int) -> str:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     conn.request("POST", "/auth/password/login", json.dumps(
-        {"username": "benchadmin", "password": "bench-password-1"}),
+        {"identifier": "benchadmin", "password": "bench-password-1"}),
         {"Content-Type": "application/json"})
     answer = json.loads(conn.getresponse().read())
     conn.close()
+    if "token" not in answer:
+        raise SystemExit(f"login failed: {answer}")
     return str(answer["token"])
 
 
@@ -85,7 +87,7 @@ def wait_finished(port: int, token: str, run_id: str) -> dict[str, Any]:
         _status, run = request(port, "GET", f"/api/user/advanced-chat/runs/{run_id}", token)
         if run["status"] in ("completed", "failed", "cancelled"):
             return dict(run)
-        time.sleep(0.05)
+        time.sleep(0.5)  # the figures come from the run record, not from this poll
 
 
 def seconds(run: dict[str, Any]) -> float:
@@ -107,15 +109,40 @@ def upstream_ms(port: int, samples: int = 200) -> float:
     return statistics.median(times) * 1000
 
 
-def runs_phase(port: int, token: str, count: int, concurrency: int) -> list[float]:
-    def one(_: int) -> float:
-        run = wait_finished(port, token, start_run(port, token, "bench-assistant"))
+def timeline_ms(port: int, token: str, run: dict[str, Any]) -> dict[str, float]:
+    """Milliseconds from the run's start to each of its events (where a round's time goes)."""
+    _status, events = request(port, "GET", f"/api/user/advanced-chat/runs/{run['id']}/events",
+                              token)
+    started = datetime.fromisoformat(run["started_at"])
+    out = {}
+    for event in events:
+        name = event["payload"].get("message") if event["event"] == "status" else event["event"]
+        at = datetime.fromisoformat(event["created_at"])
+        out[f"{event['seq']}:{name}"] = round((at - started).total_seconds() * 1000, 2)
+    out["finished"] = round(seconds(run) * 1000, 2)
+    return out
+
+
+def runs_phase(port: int, token: str, count: int, concurrency: int,
+               last: list[dict[str, Any]] | None = None) -> list[float]:
+    """``count`` runs, ``concurrency`` of them live at once (started by 32 client threads: a
+    burst of hundreds of connects would only measure the listen backlog)."""
+    def finished(run_id: str) -> float:
+        run = wait_finished(port, token, run_id)
         if run["status"] != "completed":
             raise SystemExit(f"run {run['id']} ended {run['status']}: {run}")
+        if last is not None:
+            last[:] = [run]
         return seconds(run)
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        return list(pool.map(one, range(count)))
+    durations: list[float] = []
+    with ThreadPoolExecutor(min(32, concurrency)) as pool:
+        for first in range(0, count, concurrency):
+            batch = range(first, min(count, first + concurrency))
+            run_ids = list(pool.map(lambda _: start_run(port, token, "bench-assistant"),
+                                    batch))
+            durations += pool.map(finished, run_ids)
+    return durations
 
 
 def tails_phase(port: int, gateway_pid: int, token: str, tails: int) -> dict[str, Any]:
@@ -169,7 +196,8 @@ def main(argv: list[str] | None = None) -> None:
         _silent_channel(gw_port, token, silent.getsockname()[1])
         direct = upstream_ms(up_port)
         runs_phase(gw_port, token, 20, 20)  # warm-up
-        serial = runs_phase(gw_port, token, 50, 1)
+        last: list[dict[str, Any]] = []
+        serial = runs_phase(gw_port, token, 50, 1, last)
         began = time.perf_counter()
         loaded = runs_phase(gw_port, token, args.runs, args.runs)
         wall = time.perf_counter() - began
@@ -178,7 +206,8 @@ def main(argv: list[str] | None = None) -> None:
             "one_at_a_time": {"runs": len(serial),
                               "round_p50_ms": round(statistics.median(serial) * 1000, 2),
                               "overhead_p50_ms": round(statistics.median(serial) * 1000
-                                                       - direct, 2)},
+                                                       - direct, 2),
+                              "one_run_timeline_ms": timeline_ms(gw_port, token, last[0])},
             "concurrent": {"runs": len(loaded), "wall_s": round(wall, 2),
                            "round_p50_ms": round(statistics.median(loaded) * 1000, 2),
                            "round_p95_ms": round(sorted(loaded)[int(len(loaded) * .95) - 1]

@@ -71,7 +71,7 @@ class AssistantCase(GatewayTestCase):
 
     async def wait_for_run(self, run_id: str, statuses: tuple[str, ...] = (
             "completed", "failed", "cancelled")) -> dict[str, Any]:
-        for _ in range(400):
+        for _ in range(1500):  # ~30 s: the machine may be busy
             found = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}",
                                     token=self.user_token)
             if found.json()["status"] in statuses:
@@ -247,7 +247,7 @@ class AssistantRunTests(AssistantCase):
         started = await self.complete({"messages": [{"role": "user", "content": "x"}],
                                        "mode": "assistant"})
         run_id = started.json()["run"]["id"]
-        for _ in range(400):
+        for _ in range(1500):  # ~30 s: the machine may be busy
             if any(e["payload"].get("message") == "retrying" for e in await self.events(run_id)):
                 break
             await deferLater(reactor, 0.02, lambda: None)
@@ -404,7 +404,7 @@ class ConnectorToolTests(AssistantCase):
         return {"action": task.action, "payload": task.payload}
 
     async def wait_for_pending(self, run_id: str) -> list[dict[str, Any]]:
-        for _ in range(400):
+        for _ in range(1500):  # ~30 s: the machine may be busy
             found = await self.call(
                 "GET", f"/api/user/advanced-chat/runs/{run_id}/connector-tasks/pending",
                 token=self.user_token)
@@ -414,7 +414,7 @@ class ConnectorToolTests(AssistantCase):
         raise AssertionError("no task awaited approval")
 
     async def wait_for_event_count(self, run_id: str, count: int) -> list[dict[str, Any]]:
-        for _ in range(400):
+        for _ in range(1500):  # ~30 s: the machine may be busy
             events = await self.events(run_id)
             if len(events) >= count:
                 return events
@@ -561,3 +561,9 @@ class SessionRunTests(AssistantCase):
             "model": "gpt-fake", "messages": [{"role": "user", "content": "x"}],
             "session_id": "chat-2", "mode": "assistant"}, token=bob["token"])
         assert (answer.status, answer.json()["error"]) == (409, "Session id is already used")
+
+
+class AssistantRunPostgresTests(AssistantRunTests):
+    """The same runs on PostgreSQL (guarded transitions, event seq, JSON columns)."""
+
+    backend = "postgresql"
