@@ -200,16 +200,11 @@ class RunService:
         run = worker.run
         deadline = None
         try:
-            now = self.ctx.now()
-            started = await self.ctx.db.transaction(lambda conn: transition(
-                conn, run.id, {"status": "running", "status_message": "assistant_started",
-                               "started_at": now}, now, from_statuses=("queued",)))
+            started = await self.ctx.db.transaction(self._start, run, self.ctx.now())
             if not started:
                 return
-            await self.append(run, "status", {"message": "assistant_started"})
+            self.announce(started)
             deadline = self.ctx.clock.callLater(timeout, self._timed_out, worker)
-            await self.append(run, "status", {"message": "loading_tools"},
-                              {"status_message": "loading_tools"})
             connector = self._connector(run, prepared)
             try:
                 tools = await build_tools(prepared, self.mcp, connector)
@@ -233,6 +228,16 @@ class RunService:
             if deadline is not None and deadline.active():
                 deadline.cancel()
             self.workers.pop(run.id, None)
+
+    @staticmethod
+    def _start(conn: Any, run: RunRow, now: Any) -> list[RunEventRow]:
+        """``queued -> running`` and the first two events, in one transaction (none: the run
+        was stopped before its worker started)."""
+        if not transition(conn, run.id, {"status": "running", "status_message": "loading_tools",
+                                         "started_at": now}, now, from_statuses=("queued",)):
+            return []
+        return [append_event(conn, run.id, run.session_id, "status", {"message": message}, now)
+                for message in ("assistant_started", "loading_tools")]
 
     async def _drive(self, worker: _Worker) -> None:
         run, loop = worker.run, worker.loop
