@@ -567,3 +567,20 @@ class AssistantRunPostgresTests(AssistantRunTests):
     """The same runs on PostgreSQL (guarded transitions, event seq, JSON columns)."""
 
     backend = "postgresql"
+
+
+class ChatBillingTests(AssistantCase):
+    async def test_an_empty_balance_is_refused_before_any_upstream_call(self) -> None:
+        await self.provision(balance="0")
+        answer = await self.complete({"messages": [{"role": "user", "content": "x"}]})
+        assert answer.status == 402, answer
+        assert answer.json()["error"]
+        assert self.upstream.requests == []
+        streamed = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                        "stream": True})
+        events = sse_events(streamed.body)
+        assert [name for name, _ in events] == ["status", "status", "status", "error"]
+        assert events[-1][1] == {"error": answer.json()["error"]}
+        rows = await self.usage_rows()
+        assert all(r["cost_nanos"] == 0 for r in rows)
+        await self.verify_ledger()
