@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import select
 from twisted.internet import reactor
+from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import deferLater
 
 from gateway.store import connector_tasks, devices, schema
@@ -325,6 +326,27 @@ class AssistantRunTests(AssistantCase):
                                            "Last-Event-ID": str(len(frames) - 1)},
                                   token=self.user_token)
         assert [f for f in resumed.body.decode().split("\n\n") if f] == frames[-1:]
+
+    async def test_sse_tail_pings_while_quiet_and_closes_on_cancel(self) -> None:
+        await self.provision()
+        self.upstream.script(HANG)
+        started = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                       "mode": "assistant"})
+        run_id = started.json()["run"]["id"]
+        await self.upstream.hung
+        tail = ensureDeferred(self.call(
+            "GET", f"/api/user/advanced-chat/runs/{run_id}/events?stream=1&after=1",
+            token=self.user_token))
+        await deferLater(reactor, 0.5, lambda: None)
+        self.clock.advance(15)
+        await deferLater(reactor, 0.2, lambda: None)
+        await self.call("POST", f"/api/user/advanced-chat/runs/{run_id}/stop",
+                        token=self.user_token)
+        body = (await tail).body.decode()
+        frames = [f for f in body.split("\n\n") if f]
+        assert frames[0].startswith("id: 2\nevent: status\n")  # resumed after seq 1
+        assert ": ping" in frames
+        assert frames[-1].endswith('data: {"message":"cancelled"}')
 
     async def test_a_run_whose_node_died_fails_when_its_lease_expires(self) -> None:
         await self.provision()
