@@ -25,7 +25,7 @@ from gateway.store.assistant.references import UNKNOWN_SKILL, usable_skill_ids
 from gateway.store.assistant.refused import Refused, invalid
 from gateway.store.assistant.rows import SkillRow
 from gateway.store.assistant.skills import skills_by_key
-from gateway.store.assistant.user_settings import custom_servers
+from gateway.store.assistant.user_settings import custom_servers, user_settings
 from gateway.store.devices import DeviceRow
 
 MAX_SERVERS = 20
@@ -117,6 +117,12 @@ def _device(conn: Connection, user_id: int, request: CompletionRequest,
         raise invalid("connector device not found")
     if not device.online_at(now):
         raise invalid("connector device is offline")
+    if request.connector_approval_mode == "assistant":
+        checker = user_settings(conn, user_id, now).connector_approval_agent_id
+        if not checker:
+            raise invalid("approval agent is not configured")
+        if find_agent(conn, user_id, checker, now) is None:
+            raise invalid("Approval agent not found")
     return device
 
 

@@ -537,6 +537,10 @@ class ConnectorToolTests(AssistantCase):
             answer = await self.complete({**base, **extra})
             assert (answer.status, answer.json()["error"]) == (400, message), answer
         device_id = await self.linked_device()
+        answer = await self.complete({**base, "connector_device_id": device_id,
+                                      "connector_approval_mode": "assistant"})
+        assert (answer.status, answer.json()["error"]) == (
+            400, "approval agent is not configured")
         self.clock.advance(61)  # no heartbeat for a minute: offline
         answer = await self.complete({**base, "connector_device_id": device_id})
         assert (answer.status, answer.json()["error"]) == (400, "connector device is offline")
