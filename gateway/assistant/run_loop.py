@@ -137,8 +137,14 @@ class RunLoop:
             raise LoopCancelled()
 
     async def _wait(self, pending: Awaitable[Any]) -> Any:
+        """Await ``pending`` so that ``cancel()`` interrupts it -- including a cancel that
+        came while the loop was busy elsewhere (then nothing is awaited at all)."""
         waiting: Deferred[Any] = (pending if isinstance(pending, Deferred)
                                   else ensureDeferred(pending))  # type: ignore[arg-type]
+        if self._cancelled:
+            waiting.cancel()
+            waiting.addErrback(lambda _f: None)
+            self._check()
         self._waiting = waiting
         try:
             return await waiting
@@ -190,6 +196,7 @@ class RunLoop:
             body["tools"] = self.tools.specs()
         attempt = 0
         while True:
+            self._check()  # a stop may have come while the last event was written
             call = self.call_model(body)
             self._model_call = call
             try:

@@ -78,7 +78,8 @@ class AssistantCase(GatewayTestCase):
             if found.json()["status"] in statuses:
                 return dict(found.json())
             await deferLater(reactor, 0.02, lambda: None)
-        raise AssertionError(f"run {run_id} never reached {statuses}")
+        raise AssertionError(f"run {run_id} never reached {statuses}: {found.json()} "
+                             f"{await self.events(run_id)}")
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         found = await self.call("GET", f"/api/user/advanced-chat/runs/{run_id}/events"
