@@ -24,6 +24,7 @@ from console.services.catalog.price_schedule import PriceSyncScheduler
 from console.services.identity.passwords import Passwords
 from console.services.identity.sessions import Sessions
 from console.services.identity.throttle import Throttle
+from gateway.assistant.run_service import RunService
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress, parse_networks
@@ -49,6 +50,7 @@ from gateway.store.pool import DBRunner, make_engine
 from gateway.v1.resource import GatewayResource
 from gateway.v1.task_routes import TaskRoutes
 from gateway.v1.tasks.poller import TaskPoller
+from tap.assistant_wiring import open_assistant
 from tap.gateway_wiring import build_gateway
 from tap.metrics_wiring import open_metrics, watch
 from tap.ordered_services import OrderedServices, Piece
@@ -76,6 +78,8 @@ class Lockgate:
     tasks: TaskPoller | None = None
     #: the metric families (only when metrics are exposed: ``--metrics-listen``)
     metrics: GatewayMetrics | None = None
+    #: assistant runs in the background (their leases, sweeps and stop messages)
+    assistant: RunService | None = None
 
     @classmethod
     def open(
@@ -136,8 +140,12 @@ class Lockgate:
                            announce_user=lambda user_id: invalidation.announce(
                                USERS, str(user_id).encode()))
         resource = GatewayResource(gateway, fallback=TaskRoutes(tasks).match)
-        root = build_root(ctx, {b"v1": resource, b"v1beta": resource})
+        assistant, assistant_mounts = open_assistant(ctx, gateway)
+        root = build_root(ctx, {b"v1": resource, b"v1beta": resource}, assistant_mounts)
         Piece("task poller", start=tasks.start, stop=tasks.stop).setServiceParent(services)
+        # runs stop (their model calls settled, their leases let go) before the task poller
+        Piece("assistant runs", start=assistant.start,
+              stop=assistant.stop_all).setServiceParent(services)
         order_expiry = OrderExpiry(db, clock)
         Piece("order expiry", start=order_expiry.start,
               stop=order_expiry.stop).setServiceParent(services)
@@ -162,7 +170,7 @@ class Lockgate:
             watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
                    services=services, order_expiry=order_expiry, retention=retention,
-                   background=background, tasks=tasks, metrics=families)
+                   background=background, tasks=tasks, metrics=families, assistant=assistant)
 
     def close(self) -> Deferred[None]:
         """Stop every piece, the last built first (see the module docstring)."""
