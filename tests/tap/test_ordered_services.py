@@ -4,7 +4,8 @@ in reverse, each after the one built on it has finished stopping (operations con
 from __future__ import annotations
 
 import gc
-import os
+import shutil
+import tempfile
 
 from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import Service
@@ -142,8 +143,8 @@ class ProcessTreeTests(unittest.TestCase):
         self.addCleanup(lambda: (gc.unfreeze(), gc.set_threshold(*thresholds)))
 
     async def test_drain_then_listeners_then_the_app_down_to_the_database(self) -> None:
-        directory = self.mktemp()
-        os.makedirs(directory)
+        directory = tempfile.mkdtemp(prefix="lockgate-tree-")
+        self.addCleanup(shutil.rmtree, directory, True)
         options = Options()
         options.parseOptions(["--listen", "tcp:0:interface=127.0.0.1",
                               "--database", f"sqlite:///{directory}/db.sqlite3",
