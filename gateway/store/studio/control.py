@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from gateway.store import schema
 from gateway.store.studio import audit, signals
 from gateway.store.studio.rows import AttemptRow, CompanyRow, WorkItemRow, row_of
+from gateway.studio.budgets import refusal
 
 COMPANIES = schema.studio_companies
 ITEMS = schema.studio_work_items
@@ -317,3 +318,12 @@ def outstanding_since(conn: Connection, company_id: int, since: datetime) -> int
     return int(conn.execute(select(func.coalesce(func.sum(LEDGER.c.amount_nanos), 0)).where(
         and_(LEDGER.c.personal_company_id == company_id, LEDGER.c.created_at >= since,
              LEDGER.c.entry_type.in_(("reservation", "release"))))).scalar() or 0)
+
+
+def check_budget(conn: Connection, record: CompanyRow, estimated_nanos: int,
+                 now: datetime) -> str | None:
+    """§4.11 at work creation: the 402 message when ``estimated_nanos`` does not fit the
+    studio's daily/monthly budgets (UTC periods), else None."""
+    return refusal(estimated_nanos, record.daily_budget_nanos, record.monthly_budget_nanos,
+                   outstanding_since(conn, record.id, utc_day_start(now)),
+                   outstanding_since(conn, record.id, utc_month_start(now)))

@@ -5,6 +5,7 @@ real loopback upstream answering the chief's model calls; the loop's ticks are d
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -14,7 +15,7 @@ from twisted.internet.task import Clock
 
 from gateway.store import schema
 from gateway.store.assistant.refused import Refused
-from gateway.store.studio import companies, reviews
+from gateway.store.studio import companies, control, reviews
 from gateway.store.studio.rows import StudioRow
 from gateway.studio.control_loop import ControlLoop
 from gateway.studio.work_start import AssistantInternalRuns
@@ -301,3 +302,75 @@ class LeaseTests(StudioLoopCase):
         assert (await self.item(second))["status"] == "delivered"
 
 
+
+
+class WiringTests(StudioLoopCase):
+    async def test_the_app_runs_the_loop_on_its_clock(self) -> None:
+        await self.studio()
+        self.loop.stopService()  # only the app's own loop is left
+        item_id = await self.work_item()
+        self.upstream.script(HANG)
+        wired = self.app.studio_loop
+        assert isinstance(wired, ControlLoop) and wired.running
+        self.clock.advance(10)
+        await wired.idle()
+        [attempt] = await self.attempts(item_id)
+        assert (attempt["kind"], attempt["status"]) == ("execution", "executing")
+
+
+class BudgetTests(StudioLoopCase):
+    async def test_budgets_limit_outstanding_reservations_per_utc_day_and_month(self) -> None:
+        await self.studio()
+        now = datetime(2026, 3, 15, 12, tzinfo=UTC)
+        ledger = schema.studio_budget_ledger
+
+        def setup(conn: Any) -> None:
+            conn.execute(update(schema.studio_companies)
+                         .where(schema.studio_companies.c.id == self.company_id)
+                         .values(daily_budget_nanos=10, monthly_budget_nanos=25))
+            rows = [("reservation", 8, datetime(2026, 3, 15, 1, tzinfo=UTC)),   # today
+                    ("release", -3, datetime(2026, 3, 15, 2, tzinfo=UTC)),      # today
+                    ("consumption", 99, datetime(2026, 3, 15, 3, tzinfo=UTC)),  # not counted
+                    ("reservation", 12, datetime(2026, 3, 2, tzinfo=UTC)),      # this month
+                    ("reservation", 50, datetime(2026, 2, 28, tzinfo=UTC))]     # last month
+            for entry, amount, at in rows:
+                conn.execute(ledger.insert().values(personal_company_id=self.company_id,
+                                                    entry_type=entry, amount_nanos=amount,
+                                                    created_at=at))
+
+        await self.ctx.db.transaction(setup)
+
+        def check(conn: Any, estimated: int) -> str | None:
+            return control.check_budget(conn, control.company(conn, self.company_id),
+                                        estimated, now)
+
+        # today: 5 outstanding of 10; this month: 17 of 25
+        assert await self.ctx.db.transaction(check, 0) is None
+        assert await self.ctx.db.transaction(check, 5) is None
+        over = "Work item exceeds the available Personal Company budget"
+        assert await self.ctx.db.transaction(check, 6) == over  # the day
+        assert await self.ctx.db.transaction(check, 11) == over  # above the daily budget
+
+        def no_daily(conn: Any) -> None:
+            conn.execute(update(schema.studio_companies)
+                         .where(schema.studio_companies.c.id == self.company_id)
+                         .values(daily_budget_nanos=0))
+
+        await self.ctx.db.transaction(no_daily)
+        assert await self.ctx.db.transaction(check, 8) is None
+        assert await self.ctx.db.transaction(check, 9) == over  # the month
+
+    async def test_the_floor_is_checked_after_an_execution_run(self) -> None:
+        # one nano-unit below the balance: starting is allowed, any spend reaches the floor
+        await self.studio(balance_floor=100 * 10**9 - 1)
+        item_id = await self.work_item()
+        self.upstream.script(text("done"))
+        await self.tick()
+        [attempt] = await self.attempts(item_id)
+        await self.wait_for_run(attempt["advanced_chat_run_id"])
+        await self.gateway.settler.flush()
+        await self.tick()
+        assert (await self.item(item_id))["status"] == "awaiting_review"
+        assert await self.company_state() == "attention_required"
+        assert len(await self.attempts(item_id)) == 1  # no review starts
+        assert "balance.floor_reached" in await self.audit_types()
