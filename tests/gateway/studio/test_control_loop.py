@@ -5,7 +5,7 @@ real loopback upstream answering the chief's model calls; the loop's ticks are d
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -15,9 +15,9 @@ from twisted.internet.task import Clock
 
 from gateway.store import schema
 from gateway.store.assistant.refused import Refused
-from gateway.store.studio import companies, control, reviews
+from gateway.store.studio import companies, control, reviews, scheduler_lease
 from gateway.store.studio.rows import StudioRow
-from gateway.studio.control_loop import ControlLoop
+from gateway.studio.control_loop import LEASE_NAME, ControlLoop
 from gateway.studio.work_start import AssistantInternalRuns
 from tests.console.test_assistant_completions import AssistantCase
 from tests.support.tool_upstream import HANG, text
@@ -374,3 +374,34 @@ class BudgetTests(StudioLoopCase):
         assert await self.company_state() == "attention_required"
         assert len(await self.attempts(item_id)) == 1  # no review starts
         assert "balance.floor_reached" in await self.audit_types()
+
+
+class TwoAppsOnPostgresTests(StudioLoopCase):
+    backend = "postgresql"
+
+    async def test_two_app_instances_only_one_schedules(self) -> None:
+        await self.studio()
+        self.loop.stopService()  # only the apps' own loops are left
+        other = self.open_app(node_name="node-b")
+        self.addCleanup(other.close)
+        first = await self.work_item("first", status="verified")
+        second = await self.work_item("second", status="verified")
+        loops = [self.app.studio_loop, other.studio_loop]
+        self.clock.advance(10)  # both apps' loops tick on the shared clock
+        for loop in loops:
+            assert loop is not None
+            await loop.idle()
+        assert [(await self.item(i))["status"] for i in (first, second)] == [
+            "delivered", "verified"]  # one delivery: one scheduler ran a round
+        [lease] = await self.rows(schema.studio_scheduler_leases)
+        holders = [loop.holder for loop in loops if loop is not None]
+        assert lease["holder"] in holders
+        [waiting] = [holder for holder in holders if holder != lease["holder"]]
+        # the other node cannot take the lease before it expires, and can after
+        held = lease["expires_at"]
+        before = held - timedelta(seconds=1)
+        after = held + timedelta(seconds=1)
+        assert not await self.ctx.db.transaction(
+            scheduler_lease.acquire, LEASE_NAME, waiting, before, 30)
+        assert await self.ctx.db.transaction(
+            scheduler_lease.acquire, LEASE_NAME, waiting, after, 30)
