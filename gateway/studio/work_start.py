@@ -13,17 +13,20 @@ run tagged with the studio id; the message, session, runtime and billing are tho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.assistant.completion_request import read_completion
 from gateway.assistant.ids import random_id
 from gateway.assistant.preparation import prepare
 from gateway.assistant.run_service import RunService
+from gateway.assistant.tool_set import Tool
 from gateway.store.assistant.refused import Refused
+from gateway.store.assistant.rows import RunRow
 from gateway.store.studio.rows import CompanyRow, WorkItemRow
 from gateway.store.studio.studios import find_studio
 from gateway.studio.json_text import JsonTextError, canonical
+from gateway.studio.review_tool import review_tool
 
 SESSION_PREFIX = "pcw"
 NO_CHIEF = "Studio has no chief member"
@@ -86,9 +89,21 @@ def completion_body(company: CompanyRow, chief: dict[str, Any], work_item: WorkI
 
 @dataclass
 class AssistantInternalRuns:
-    """``InternalRuns`` through the assistant's run service (§1.8-§1.11)."""
+    """``InternalRuns`` through the assistant's run service (§1.8-§1.11).  Review runs get
+    the ``studio_review_work`` tool: their sessions are remembered until the run's tools are
+    built (on this node, which runs what it starts)."""
 
     runs: RunService
+    review_sessions: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.runs.tool_hooks.append(self._review_tools)
+
+    def _review_tools(self, run: RunRow) -> list[Tool]:
+        if run.session_id not in self.review_sessions:
+            return []
+        self.review_sessions.discard(run.session_id)
+        return [review_tool(self.runs.ctx.db, self.runs.ctx.now, run.id)]
 
     async def start(self, company: CompanyRow, work_item: WorkItemRow, kind: str) -> str:
         ctx = self.runs.ctx
@@ -101,6 +116,8 @@ class AssistantInternalRuns:
             if chief is None:
                 raise StartFailed(NO_CHIEF)
             request = read_completion(completion_body(company, chief, work_item, kind))
+            if kind == "review":
+                self.review_sessions.add(request.session_id)
             return prepare(conn, user_id, request, self.runs.settings, ctx.now())
 
         try:

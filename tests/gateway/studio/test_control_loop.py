@@ -18,9 +18,10 @@ from gateway.store.assistant.refused import Refused
 from gateway.store.studio import companies, control, reviews, scheduler_lease
 from gateway.store.studio.rows import StudioRow
 from gateway.studio.control_loop import LEASE_NAME, ControlLoop
+from gateway.studio.review_tool import reviewer_delegated
 from gateway.studio.work_start import AssistantInternalRuns
 from tests.console.test_assistant_completions import AssistantCase
-from tests.support.tool_upstream import HANG, text
+from tests.support.tool_upstream import HANG, text, tool_call
 
 STUDIO = "ops"
 
@@ -405,3 +406,42 @@ class TwoAppsOnPostgresTests(StudioLoopCase):
             scheduler_lease.acquire, LEASE_NAME, waiting, before, 30)
         assert await self.ctx.db.transaction(
             scheduler_lease.acquire, LEASE_NAME, waiting, after, 30)
+
+
+class ReviewToolTests(StudioLoopCase):
+    async def test_review_tool_without_a_reviewer_delegation_is_refused_in_the_run(self) -> None:
+        await self.studio()
+        item_id = await self.work_item(status="awaiting_review")
+        self.upstream.script(
+            tool_call("studio_review_work", {"decision": "verified", "summary": "fine"}),
+            text("I could not record it."))
+        await self.tick()
+        [review] = await self.attempts(item_id)
+        run = await self.wait_for_run(review["advanced_chat_run_id"])
+        assert run["status"] == "completed", run
+        tools = [t["function"]["name"] for t in self.upstream.requests[0]["tools"]]
+        assert "studio_review_work" in tools
+        assert self.upstream.requests[1]["messages"][-1]["content"] == (
+            "Chief must receive a reviewer delegation result before recording review")
+        assert (await self.item(item_id))["status"] == "executing"  # nothing was recorded
+        await self.tick()
+        assert (await self.item(item_id))["status"] == "blocked"
+
+    async def test_execution_runs_do_not_get_the_review_tool(self) -> None:
+        await self.studio()
+        item_id = await self.work_item()
+        self.upstream.script(text("done"))
+        await self.tick()
+        [attempt] = await self.attempts(item_id)
+        await self.wait_for_run(attempt["advanced_chat_run_id"])
+        tools = [t["function"]["name"] for t in self.upstream.requests[0].get("tools") or []]
+        assert "studio_review_work" not in tools
+
+    def test_only_a_successful_reviewer_agent_task_counts_as_delegation(self) -> None:
+        def call(agent_type: str, status: str = "ok") -> dict[str, Any]:
+            return {"name": "agent_task", "tool": "agent_task", "status": status,
+                    "arguments": {"agent_type": agent_type, "task": "inspect"}}
+
+        assert reviewer_delegated([call("worker"), call("reviewer")])
+        assert not reviewer_delegated([call("worker"), call("reviewer", "error")])
+        assert not reviewer_delegated([])
