@@ -24,12 +24,10 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
 from twisted.logger import Logger
 
 from gateway.jobs.periodic import RoundService
-from gateway.store import schema
-from gateway.store.assistant.rows import TERMINAL_RUN_STATUSES, RunRow
+from gateway.store.assistant.rows import TERMINAL_RUN_STATUSES
 from gateway.store.assistant.runs import find_run
 from gateway.store.pool import DBRunner
 from gateway.store.studio import control, reviews, scheduler_lease
@@ -136,22 +134,9 @@ class ControlLoop(RoundService):
             await self.db.transaction(reviews.review_run_ended, attempt.id, run.status,
                                       run.error_message, now)
             return True
-        summary = await self.db.transaction(final_text, run)
+        summary = await self.db.transaction(control.run_final_text, run.id)
         await self.db.transaction(
             control.finish_execution, attempt.id, completed=run.status == "completed",
             summary=summary if run.status == "completed" else run.error_message or run.status,
             run_id=run.id, cost_nanos=run.cost_nanos, now=now)
         return True
-
-
-def final_text(conn: Any, run: RunRow) -> str:
-    """The run's final assistant text: the message of its ``done`` event."""
-    events = schema.assistant_run_events
-    payload = conn.execute(select(events.c.payload).where(
-        events.c.run_id == run.id, events.c.event == "done").order_by(events.c.seq.desc())
-        .limit(1)).scalar()
-    if not isinstance(payload, dict):
-        return ""
-    message = payload.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else ""

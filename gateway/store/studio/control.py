@@ -327,3 +327,16 @@ def check_budget(conn: Connection, record: CompanyRow, estimated_nanos: int,
     return refusal(estimated_nanos, record.daily_budget_nanos, record.monthly_budget_nanos,
                    outstanding_since(conn, record.id, utc_day_start(now)),
                    outstanding_since(conn, record.id, utc_month_start(now)))
+
+
+def run_final_text(conn: Connection, run_id: str) -> str:
+    """A finished run's final assistant text: the message of its ``done`` event."""
+    events = schema.assistant_run_events
+    payload = conn.execute(select(events.c.payload).where(
+        events.c.run_id == run_id, events.c.event == "done").order_by(events.c.seq.desc())
+        .limit(1)).scalar()
+    if not isinstance(payload, dict):
+        return ""
+    message = payload.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
