@@ -132,7 +132,8 @@ class ControlLoop(RoundService):
             return False
         if attempt.kind == "review":
             await self.db.transaction(reviews.review_run_ended, attempt.id, run.status,
-                                      run.error_message, now)
+                                      run.error_message, now, run_id=run.id,
+                                      cost_nanos=run.cost_nanos)
             return True
         summary = await self.db.transaction(control.run_final_text, run.id)
         await self.db.transaction(

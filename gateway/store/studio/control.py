@@ -285,9 +285,9 @@ def finish_execution(conn: Connection, attempt_id: int, *, completed: bool, summ
             content_hash=hashlib.sha256(summary.encode("utf-8")).hexdigest(),
             acceptance_state="pending", created_at=now))
     if cost_nanos > 0:
-        _ledger(conn, company_id, work.id, "consumption", cost_nanos, f"run:{run_id}", now)
+        add_ledger(conn, company_id, work.id, "consumption", cost_nanos, f"run:{run_id}", now)
     if work.reserved_cost_nanos > 0:
-        _ledger(conn, company_id, work.id, "release", -work.reserved_cost_nanos,
+        add_ledger(conn, company_id, work.id, "release", -work.reserved_cost_nanos,
                 f"attempt:{attempt_id}", now)
     audit.record(conn, company_id, "work_attempt.completed", now, actor_type="system",
                  work_item_id=work.id,
@@ -296,7 +296,7 @@ def finish_execution(conn: Connection, attempt_id: int, *, completed: bool, summ
     return True
 
 
-def _ledger(conn: Connection, company_id: int, work_item_id: int, entry: str, amount: int,
+def add_ledger(conn: Connection, company_id: int, work_item_id: int, entry: str, amount: int,
             reference: str, now: datetime) -> None:
     conn.execute(LEDGER.insert().values(personal_company_id=company_id, work_item_id=work_item_id,
                                         entry_type=entry, amount_nanos=amount,

@@ -15,7 +15,15 @@ from sqlalchemy.engine import Connection
 
 from gateway.store.assistant.refused import conflict, invalid
 from gateway.store.studio import audit
-from gateway.store.studio.control import ARTIFACTS, ATTEMPTS, MAX_SUMMARY, set_attempt, set_item
+from gateway.store.studio.control import (
+    ARTIFACTS,
+    ATTEMPTS,
+    ITEMS,
+    MAX_SUMMARY,
+    add_ledger,
+    set_attempt,
+    set_item,
+)
 from gateway.store.studio.rows import AttemptRow, row_of
 
 DECISIONS = ("verified", "needs_revision", "blocked")
@@ -63,17 +71,22 @@ def record_decision(conn: Connection, run_id: str, decision: str, summary: str,
 
 
 def review_run_ended(conn: Connection, attempt_id: int, run_status: str, run_error: str,
-                     now: datetime) -> bool:
+                     now: datetime, *, run_id: str = "", cost_nanos: int = 0) -> bool:
     """The review run ended while its attempt still executes: no decision was recorded, so
-    attempt and item are ``blocked``, audit ``review_attempt.blocked``."""
+    attempt and item are ``blocked``, audit ``review_attempt.blocked``; the run's cost is the
+    attempt's and is added to the item's consumed cost (ledger ``consumption``)."""
     reason = NO_DECISION if run_status == "completed" else \
         f"Review run did not complete: {run_error or run_status}"
     found = row_of(AttemptRow, conn.execute(select(ATTEMPTS).where(ATTEMPTS.c.id == attempt_id))
                    .mappings().one())
     if not set_attempt(conn, attempt_id, now, status="blocked", finished_at=now,
-                        result_summary=reason):
+                       result_summary=reason, cost_nanos=cost_nanos):
         return False
-    set_item(conn, found.work_item_id, "executing", now, status="blocked")
+    set_item(conn, found.work_item_id, "executing", now, status="blocked",
+             consumed_cost_nanos=ITEMS.c.consumed_cost_nanos + cost_nanos)
+    if cost_nanos > 0:
+        add_ledger(conn, found.personal_company_id, found.work_item_id, "consumption",
+                   cost_nanos, f"run:{run_id}", now)
     audit.record(conn, found.personal_company_id, "review_attempt.blocked", now,
                  actor_type="system", work_item_id=found.work_item_id,
                  payload={"attempt_id": attempt_id, "reason": reason})

@@ -207,6 +207,13 @@ class WorkFlowTests(StudioLoopCase):
             "blocked", "Reviewer did not record a decision")
         assert (await self.item(item_id))["status"] == "blocked"
         assert "review_attempt.blocked" in await self.audit_types(item_id)
+        # the review run's cost is the attempt's and the item's, to the nano-unit ([P-42])
+        count, total = await self.usage_cost()
+        assert count == 1 and total > 0
+        assert review["cost_nanos"] == (await self.item(item_id))["consumed_cost_nanos"] == total
+        ledger = [(r["entry_type"], r["amount_nanos"])
+                  for r in await self.rows(schema.studio_budget_ledger, work_item_id=item_id)]
+        assert ledger == [("consumption", total)]
 
     async def test_slots_follow_max_concurrent_tasks_and_priority(self) -> None:
         await self.studio(slots=2)
