@@ -47,6 +47,7 @@ from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
 from gateway.store import migrate
 from gateway.store.pool import DBRunner, make_engine
+from gateway.studio.control_loop import ControlLoop
 from gateway.v1.resource import GatewayResource
 from gateway.v1.task_routes import TaskRoutes
 from gateway.v1.tasks.poller import TaskPoller
@@ -56,6 +57,7 @@ from tap.metrics_wiring import open_metrics, watch
 from tap.ordered_services import OrderedServices, Piece
 from tap.root import build_root
 from tap.secrets import Secrets
+from tap.studio_wiring import open_studio_loop
 
 
 @dataclass
@@ -80,6 +82,8 @@ class Lockgate:
     metrics: GatewayMetrics | None = None
     #: assistant runs in the background (their leases, sweeps and stop messages)
     assistant: RunService | None = None
+    #: the studio control loop (agents contract §4.8; one scheduling node per cluster)
+    studio_loop: ControlLoop | None = None
 
     @classmethod
     def open(
@@ -162,6 +166,9 @@ class Lockgate:
         )
         for service in background:
             service.setServiceParent(services)
+        # built after the assistant runs, so it stops (no new starts) before they do
+        studio_loop = open_studio_loop(reactor, clock, db, assistant, ctx.node_name)
+        studio_loop.setServiceParent(services)
         assert ctx.links is not None
         Piece("agent links", start=ctx.links.start, stop=ctx.links.stop).setServiceParent(services)
         ctx.links.tasks.result_hooks.append(
@@ -170,7 +177,8 @@ class Lockgate:
             watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
                    services=services, order_expiry=order_expiry, retention=retention,
-                   background=background, tasks=tasks, metrics=families, assistant=assistant)
+                   background=background, tasks=tasks, metrics=families, assistant=assistant,
+                   studio_loop=studio_loop)
 
     def close(self) -> Deferred[None]:
         """Stop every piece, the last built first (see the module docstring)."""

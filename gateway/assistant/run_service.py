@@ -11,6 +11,7 @@ whose lease ran out and fails them, so a node that dies mid-run leaves no run ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -33,6 +34,7 @@ from gateway.assistant.preparation import Prepared
 from gateway.assistant.record_views import run_view, session_view
 from gateway.assistant.run_loop import LoopCancelled, LoopFailed, LoopLimits, RunLoop
 from gateway.assistant.run_settings import RunSettings
+from gateway.assistant.tool_set import Tool
 from gateway.context import GatewayContext
 from gateway.store.assistant import run_outcomes
 from gateway.store.assistant.refused import missing
@@ -91,6 +93,8 @@ class RunService:
     mcp: McpClientFactory | None = None
     lease_seconds: int = LEASE_SECONDS
     workers: dict[str, _Worker] = field(default_factory=dict)
+    #: extra tools for a run, asked once its own tools are built (the studio review tool)
+    tool_hooks: list[Callable[[RunRow], list[Tool]]] = field(default_factory=list)
     _unsubscribe: Any = None
     _renewer: LoopingCall | None = None
     _sweeper: LoopingCall | None = None
@@ -211,6 +215,8 @@ class RunService:
             except McpUnavailable as exc:
                 await self._fail(run, str(exc), 0, [])
                 return
+            for hook in self.tool_hooks:
+                tools.extend(hook(run))
             if worker.stopped:
                 return
             request = prepared.request

@@ -1,0 +1,66 @@
+"""The chief's ``studio_review_work`` tool in a review run (agents contract §4.8).
+
+Why the delegation is checked from the run's own record: the rule is that a decision is only
+accepted after a reviewer member was consulted in *this* run, and the run's stored tool-call
+details are the evidence (an ``agent_task`` call with ``agent_type: reviewer`` that
+succeeded).  The decision itself is recorded by ``gateway.store.studio.reviews``, atomically
+with the item's new status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.assistant.tool_set import (
+    BadArguments,
+    Tool,
+    ToolFailed,
+    ToolResult,
+    object_schema,
+    string_argument,
+)
+from gateway.store.assistant.refused import Refused
+from gateway.store.assistant.runs import find_run
+from gateway.store.pool import DBRunner
+from gateway.store.studio import reviews
+
+NAME = "studio_review_work"
+
+
+def reviewer_delegated(details: list[dict[str, Any]]) -> bool:
+    """True when the run holds a successful ``agent_task`` call to a reviewer member."""
+    for detail in details:
+        arguments = detail.get("arguments")
+        if (detail.get("tool") or detail.get("name")) == "agent_task" \
+                and detail.get("status") == "ok" and isinstance(arguments, dict) \
+                and arguments.get("agent_type") == "reviewer":
+            return True
+    return False
+
+
+def review_tool(db: DBRunner, now: Any, run_id: str) -> Tool:
+    async def run(arguments: dict[str, Any], _call_id: str) -> ToolResult:
+        decision = string_argument(arguments, "decision").strip()
+        if decision not in reviews.DECISIONS:
+            raise BadArguments(reviews.BAD_DECISION)
+        summary = string_argument(arguments, "summary", required=False)
+
+        def write(conn: Any) -> str:
+            record = find_run(conn, run_id)
+            details = record.tool_call_details if record is not None else []
+            return reviews.record_decision(conn, run_id, decision, summary,
+                                           reviewer_delegated(details), now())
+
+        try:
+            status = await db.transaction(write)
+        except Refused as refused:
+            raise ToolFailed(refused.message) from None
+        return ToolResult(f"Review recorded: {decision}; work item is now {status}.")
+
+    return Tool(
+        name=NAME, group=NAME, run=run, tool=NAME,
+        description="Record the review of this Studio work item, exactly once, after a "
+                    "reviewer member has inspected it.",
+        parameters=object_schema({
+            "decision": {"type": "string", "enum": list(reviews.DECISIONS)},
+            "summary": {"type": "string"}}, ["decision", "summary"]))
