@@ -127,8 +127,11 @@ class AppTreeTests(AppTestCase):
         assert isinstance(tree, OrderedServices)
         plane = [service.name for service in tree]
         assert plane == ["upstream client", "wallets", "settler"]
-        assert names[gateway + 1:gateway + 4] == ["task poller", "order expiry",
-                                                  "log retention"]
+        assert names[gateway + 1:gateway + 5] == ["task poller", "assistant runs",
+                                                  "order expiry", "log retention"]
+        # the studio loop stops before the runs it starts; the links before the runs' tasks
+        assert names.index("studio control loop") > names.index("assistant runs")
+        assert names[-1] == "agent links"
         assert all(service.running for service in self.app.services)
 
 
