@@ -11,7 +11,7 @@ whose lease ran out and fails them, so a node that dies mid-run leaves no run ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +33,7 @@ from gateway.assistant.preparation import Prepared
 from gateway.assistant.record_views import run_view, session_view
 from gateway.assistant.run_loop import LoopCancelled, LoopFailed, LoopLimits, RunLoop
 from gateway.assistant.run_settings import RunSettings
+from gateway.assistant.sandbox_binding import requires_credit
 from gateway.context import GatewayContext
 from gateway.store.assistant import run_outcomes
 from gateway.store.assistant.refused import missing
@@ -271,7 +272,10 @@ class RunService:
             self.announce([event])
 
     def _connector(self, run: RunRow, prepared: Prepared) -> ConnectorTools | None:
-        device, request = prepared.device, prepared.request
+        device, request, sandbox = prepared.device, prepared.request, prepared.sandbox
+        if sandbox is not None:
+            device = sandbox.device
+            sandbox = replace(sandbox, require_credit=requires_credit(self.ctx.settings))
         if device is None:
             return None
         return ConnectorTools(
@@ -281,7 +285,7 @@ class RunService:
                 device_name=device.name, os=device.os, arch=device.arch,
                 workspace_path=request.connector_workspace_path,
                 approval_mode=request.connector_approval_mode,
-                command_prefixes=request.connector_command_prefixes))
+                command_prefixes=request.connector_command_prefixes, sandbox=sandbox))
 
     def wake_device(self, device_id: str) -> None:
         self.ctx.state.publish(wake_channel(device_id), b"task").addErrback(
