@@ -16,6 +16,7 @@ from typing import Any
 
 from twisted.internet.task import deferLater
 
+from gateway.assistant.approval_checker import ApprovalChecker
 from gateway.assistant.connector_approval import needs_approval
 from gateway.assistant.connector_arguments import SCHEMAS, check_arguments
 from gateway.assistant.ids import random_id
@@ -99,6 +100,8 @@ class ConnectorTools:
     target: ConnectorTarget
     #: tool-call id -> (task id, arguments the task was created with)
     created: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    #: approval mode ``assistant``: decides tasks awaiting approval before the owner could
+    checker: ApprovalChecker | None = None
 
     def tools(self, switches: dict[str, bool]) -> list[Tool]:
         out = []
@@ -146,6 +149,8 @@ class ConnectorTools:
     def _runner(self, action: str) -> Any:
         async def run(_arguments: dict[str, Any], call_id: str) -> ToolResult:
             task_id, payload = self.created.pop(call_id)
+            if self.checker is not None:
+                await self.checker.review(task_id)
             task = await self._wait(task_id)
             adjusted = task.payload != payload
             note = ADJUSTED_NOTE if adjusted else ""

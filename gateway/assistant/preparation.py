@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gateway.assistant.approval_checker import CheckerAgent
 from gateway.assistant.builtin_tools import SkillBody
 from gateway.assistant.completion_request import CompletionRequest
 from gateway.assistant.mcp_servers import InvalidServers, merged, read_servers
@@ -55,6 +56,8 @@ class Prepared:
     connector_switches: dict[str, bool] = field(default_factory=dict)
     #: the cloud sandbox of an assistant run (§3.5); its host device is not ``device``
     sandbox: SandboxTarget | None = None
+    #: approval mode ``assistant``: the user's approval agent decides tasks (§1.13)
+    checker: CheckerAgent | None = None
 
     def skill_prompts(self) -> list[SkillPrompt]:
         return [SkillPrompt(s.key, s.name, s.description, s.prompt, bool(s.content))
@@ -98,6 +101,7 @@ def prepare(conn: Connection, user_id: int, request: CompletionRequest,
     if request.background:
         prepared.device = _device(conn, user_id, request, settings, now)
         prepared.sandbox = _sandbox(conn, user_id, request, now)
+        prepared.checker = _checker(conn, user_id, request, model, now)
         prepared.connector_switches = dict(settings.connector_switches)
     prepared.servers = _servers(conn, user_id, request, settings, _union(
         agent.mcp_server_ids, request.mcp_server_ids,
@@ -147,6 +151,19 @@ def _sandbox(conn: Connection, user_id: int, request: CompletionRequest,
     request.connector_approval_mode = FULL_ACCESS
     request.connector_workspace_path = ""
     return target
+
+
+def _checker(conn: Connection, user_id: int, request: CompletionRequest, model: str,
+             now: datetime) -> CheckerAgent | None:
+    """The checker of approval mode ``assistant`` (``_device`` refused a missing one)."""
+    if request.connector_approval_mode != "assistant" or not request.connector_device_id:
+        return None
+    agent_id = user_settings(conn, user_id, now).connector_approval_agent_id
+    agent = find_agent(conn, user_id, agent_id, now) if agent_id else None
+    if agent is None:
+        return None
+    return CheckerAgent(agent_id=agent.key, name=agent.name, prompt=agent.prompt,
+                        model=agent.default_model.strip() or model)
 
 
 def _servers(conn: Connection, user_id: int, request: CompletionRequest,

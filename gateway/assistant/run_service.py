@@ -20,6 +20,7 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from gateway.assistant.approval_checker import ApprovalChecker, CheckerAgent
 from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools, wake_channel
 from gateway.assistant.conversation_setup import (
     build_tools,
@@ -207,6 +208,8 @@ class RunService:
             self.announce(started)
             deadline = self.ctx.clock.callLater(timeout, self._timed_out, worker)
             connector = self._connector(run, prepared)
+            if connector is not None and prepared.checker is not None:
+                connector.checker = self._checker(worker, prepared.checker)
             try:
                 tools = await build_tools(prepared, self.mcp, connector)
             except McpUnavailable as exc:
@@ -286,6 +289,19 @@ class RunService:
                 workspace_path=request.connector_workspace_path,
                 approval_mode=request.connector_approval_mode,
                 command_prefixes=request.connector_command_prefixes, sandbox=sandbox))
+
+    def _checker(self, worker: _Worker, agent: CheckerAgent) -> ApprovalChecker:
+        """Approval mode ``assistant``: the checker's calls are billed to the run's user and
+        counted in the run's cost."""
+
+        def add_cost(nanos: int) -> None:
+            if worker.loop is not None:
+                worker.loop.cost_nanos += nanos
+
+        return ApprovalChecker(
+            db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now,
+            call_model=self.model_caller(worker.run.user_id), agent=agent,
+            sink=_RunSink(self, worker.run), add_cost=add_cost, wake=self.wake_device)
 
     def wake_device(self, device_id: str) -> None:
         self.ctx.state.publish(wake_channel(device_id), b"task").addErrback(
