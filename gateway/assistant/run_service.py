@@ -28,6 +28,7 @@ from gateway.assistant.conversation_setup import (
     session_columns,
     session_messages,
 )
+from gateway.assistant.event_batcher import EventBatcher
 from gateway.assistant.ids import RUN, random_id
 from gateway.assistant.mcp_tools import McpClientFactory, McpUnavailable
 from gateway.assistant.preparation import Prepared
@@ -96,6 +97,7 @@ class RunService:
     _unsubscribe: Any = None
     _renewer: LoopingCall | None = None
     _sweeper: LoopingCall | None = None
+    _events: EventBatcher | None = None
 
     def start(self) -> None:
         self._unsubscribe = self.ctx.state.subscribe(CONTROL_CHANNEL, self._on_control)
@@ -131,23 +133,11 @@ class RunService:
     async def append(self, run: RunRow, event: str, payload: dict[str, Any],
                      values: dict[str, Any] | None = None) -> RunEventRow | None:
         """A progress event of a live run; none once the run has ended (a stop's ``cancelled``
-        stays the last event even when the worker was mid-step)."""
-        now = self.ctx.now()
-
-        def write(conn: Any) -> RunEventRow | None:
-            current = find_run(conn, run.id)
-            if current is None or not current.active:
-                return None
-            if values:
-                transition(conn, run.id, values, now)
-            if event == "tool_call":
-                run_outcomes.merge_detail(conn, run.id, payload, now)
-            return append_event(conn, run.id, run.session_id, event, payload, now)
-
-        row = await self.ctx.db.transaction(write)
-        if row is not None:
-            self.announce([row])
-        return row
+        stays the last event even when the worker was mid-step).  Written in a group commit
+        with the other runs' events (``event_batcher``) and announced after it."""
+        if self._events is None:
+            self._events = EventBatcher(self.ctx.db, self.ctx.reactor, self.announce)
+        return await self._events.write(run, event, payload, values, self.ctx.now())
 
     def announce(self, rows: list[RunEventRow]) -> None:
         for row in rows:
