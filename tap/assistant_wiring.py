@@ -9,13 +9,15 @@ from typing import Any
 
 from console.assistant_mounts import ASSISTANT_MOUNTS
 from console.context import ConsoleContext
+from gateway.assistant.mcp_run_clients import guarded_mcp_factory
 from gateway.assistant.run_service import RunService
 from gateway.context import GatewayContext
 
 
 def open_assistant(ctx: ConsoleContext, gateway: GatewayContext
                    ) -> tuple[RunService, list[tuple[str, Callable[[ConsoleContext], Any]]]]:
-    runs = RunService(gateway, node_name=ctx.node_name or f"pid{os.getpid()}")
+    runs = RunService(gateway, node_name=ctx.node_name or f"pid{os.getpid()}",
+                      mcp=guarded_mcp_factory(gateway.reactor, gateway.settings, gateway.clock))
 
     def factory(group: Any) -> Callable[[ConsoleContext], Any]:
         return lambda console: group(console, runs)

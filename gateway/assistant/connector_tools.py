@@ -16,10 +16,18 @@ from typing import Any
 
 from twisted.internet.task import deferLater
 
+from gateway.assistant.approval_checker import ApprovalChecker
 from gateway.assistant.connector_approval import needs_approval
 from gateway.assistant.connector_arguments import SCHEMAS, check_arguments
 from gateway.assistant.ids import random_id
+from gateway.assistant.sandbox_binding import (
+    SANDBOX_DESCRIPTIONS,
+    SandboxTarget,
+    refused_text,
+    sandbox_payload,
+)
 from gateway.assistant.tool_set import Tool, ToolFailed, ToolResult
+from gateway.sandboxes.gate import SandboxRefused
 from gateway.store import connector_tasks
 from gateway.store.connector_tasks import TaskRow
 from gateway.store.pool import DBRunner
@@ -67,8 +75,12 @@ class ConnectorTarget:
     workspace_path: str
     approval_mode: str
     command_prefixes: list[str]
+    #: a cloud sandbox run: tasks go to its host's device with the gate's payload keys
+    sandbox: SandboxTarget | None = None
 
     def describe(self) -> str:
+        if self.sandbox is not None:
+            return self.sandbox.describe()
         where = (f"the workspace {self.workspace_path} (paths are relative to it)"
                  if self.workspace_path else "no workspace (paths must be absolute)")
         system = "/".join(part for part in (self.os, self.arch) if part) or "unknown system"
@@ -88,13 +100,16 @@ class ConnectorTools:
     target: ConnectorTarget
     #: tool-call id -> (task id, arguments the task was created with)
     created: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    #: approval mode ``assistant``: decides tasks awaiting approval before the owner could
+    checker: ApprovalChecker | None = None
 
     def tools(self, switches: dict[str, bool]) -> list[Tool]:
         out = []
         for name, (action, group, switch) in TOOLS.items():
             if not switches.get(switch, True):
                 continue
-            out.append(Tool(name=name, description=DESCRIPTIONS[action],
+            texts = DESCRIPTIONS if self.target.sandbox is None else SANDBOX_DESCRIPTIONS
+            out.append(Tool(name=name, description=texts[action],
                             parameters=SCHEMAS[action], group=group, tool=action,
                             run=self._runner(action), precreate=self._precreator(action)))
         return out
@@ -108,10 +123,21 @@ class ConnectorTools:
             task_id = random_id(TASK)
             status = connector_tasks.PENDING_APPROVAL if approval else connector_tasks.QUEUED
             now = self.now()
-            await self.db.transaction(lambda conn: connector_tasks.create(
-                conn, task_id=task_id, user_id=target.user_id, device_id=target.device_id,
-                action=action, payload=payload, workspace_path=target.workspace_path,
-                status=status, now=now, run_id=target.run_id, tool_call_id=call_id))
+
+            def create(conn: Any) -> dict[str, Any]:
+                task_payload = payload if target.sandbox is None else sandbox_payload(
+                    conn, target.user_id, target.sandbox, payload, now)
+                connector_tasks.create(
+                    conn, task_id=task_id, user_id=target.user_id, device_id=target.device_id,
+                    action=action, payload=task_payload, workspace_path=target.workspace_path,
+                    status=status, now=now, run_id=target.run_id, tool_call_id=call_id,
+                    cloud_sandbox_id=target.sandbox.sandbox_id if target.sandbox else "")
+                return task_payload
+
+            try:
+                payload = await self.db.transaction(create)
+            except SandboxRefused as refusal:
+                raise ToolFailed(refused_text(refusal)) from None
             self.created[call_id] = (task_id, payload)
             if not approval:
                 self.wake(target.device_id)
@@ -123,6 +149,8 @@ class ConnectorTools:
     def _runner(self, action: str) -> Any:
         async def run(_arguments: dict[str, Any], call_id: str) -> ToolResult:
             task_id, payload = self.created.pop(call_id)
+            if self.checker is not None:
+                await self.checker.review(task_id)
             task = await self._wait(task_id)
             adjusted = task.payload != payload
             note = ADJUSTED_NOTE if adjusted else ""

@@ -12,11 +12,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gateway.assistant.approval_checker import CheckerAgent
 from gateway.assistant.builtin_tools import SkillBody
 from gateway.assistant.completion_request import CompletionRequest
 from gateway.assistant.mcp_servers import InvalidServers, merged, read_servers
 from gateway.assistant.prompt import SkillPrompt
 from gateway.assistant.run_settings import RunSettings
+from gateway.assistant.sandbox_binding import (
+    FULL_ACCESS,
+    SandboxTarget,
+    SandboxUnavailable,
+    select_sandbox,
+)
 from gateway.store import devices
 from gateway.store.assistant.agents import find_agent
 from gateway.store.assistant.references import UNKNOWN_SKILL, usable_skill_ids
@@ -47,6 +54,10 @@ class Prepared:
     #: the connector device of an assistant run (online when prepared)
     device: DeviceRow | None = None
     connector_switches: dict[str, bool] = field(default_factory=dict)
+    #: the cloud sandbox of an assistant run (§3.5); its host device is not ``device``
+    sandbox: SandboxTarget | None = None
+    #: approval mode ``assistant``: the user's approval agent decides tasks (§1.13)
+    checker: CheckerAgent | None = None
 
     def skill_prompts(self) -> list[SkillPrompt]:
         return [SkillPrompt(s.key, s.name, s.description, s.prompt, bool(s.content))
@@ -89,6 +100,8 @@ def prepare(conn: Connection, user_id: int, request: CompletionRequest,
         agent_stream=agent.stream, skills=skills, admin_prompt=settings.default_system_prompt)
     if request.background:
         prepared.device = _device(conn, user_id, request, settings, now)
+        prepared.sandbox = _sandbox(conn, user_id, request, now)
+        prepared.checker = _checker(conn, user_id, request, model, now)
         prepared.connector_switches = dict(settings.connector_switches)
     prepared.servers = _servers(conn, user_id, request, settings, _union(
         agent.mcp_server_ids, request.mcp_server_ids,
@@ -98,7 +111,7 @@ def prepare(conn: Connection, user_id: int, request: CompletionRequest,
 
 def _device(conn: Connection, user_id: int, request: CompletionRequest,
             settings: RunSettings, now: datetime) -> DeviceRow | None:
-    """§1.8 step 1's execution target (cloud sandboxes are not offered by this server)."""
+    """§1.8 step 1's execution target when it is a device (a sandbox: ``_sandbox``)."""
     selected = bool(request.connector_device_id or request.connector_workspace_path
                     or request.cloud_sandbox_id)
     if selected and not settings.workspace_tools_enabled:
@@ -106,7 +119,7 @@ def _device(conn: Connection, user_id: int, request: CompletionRequest,
     if request.cloud_sandbox_id:
         if request.connector_device_id or request.connector_workspace_path:
             raise invalid("Choose either a cloud sandbox or a local connector")
-        raise invalid("Cloud sandbox is unavailable")
+        return None
     if not request.connector_device_id:
         if request.connector_workspace_path:
             raise invalid("connector device is required")
@@ -123,6 +136,34 @@ def _device(conn: Connection, user_id: int, request: CompletionRequest,
         if find_agent(conn, user_id, checker, now) is None:
             raise invalid("Approval agent not found")
     return device
+
+
+def _sandbox(conn: Connection, user_id: int, request: CompletionRequest,
+             now: datetime) -> SandboxTarget | None:
+    """A selected cloud sandbox (checked after ``_device``): approval ``full_access``, no
+    workspace path (§1.8 step 1)."""
+    if not request.cloud_sandbox_id:
+        return None
+    try:
+        target = select_sandbox(conn, user_id, request.cloud_sandbox_id, now)
+    except SandboxUnavailable as exc:
+        raise invalid(str(exc)) from None
+    request.connector_approval_mode = FULL_ACCESS
+    request.connector_workspace_path = ""
+    return target
+
+
+def _checker(conn: Connection, user_id: int, request: CompletionRequest, model: str,
+             now: datetime) -> CheckerAgent | None:
+    """The checker of approval mode ``assistant`` (``_device`` refused a missing one)."""
+    if request.connector_approval_mode != "assistant" or not request.connector_device_id:
+        return None
+    agent_id = user_settings(conn, user_id, now).connector_approval_agent_id
+    agent = find_agent(conn, user_id, agent_id, now) if agent_id else None
+    if agent is None:
+        return None
+    return CheckerAgent(agent_id=agent.key, name=agent.name, prompt=agent.prompt,
+                        model=agent.default_model.strip() or model)
 
 
 def _servers(conn: Connection, user_id: int, request: CompletionRequest,

@@ -12,7 +12,7 @@ whose lease ran out and fails them, so a node that dies mid-run leaves no run ``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
+from gateway.assistant.approval_checker import ApprovalChecker, CheckerAgent
 from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools, wake_channel
 from gateway.assistant.conversation_setup import (
     build_tools,
@@ -28,12 +29,14 @@ from gateway.assistant.conversation_setup import (
     session_columns,
     session_messages,
 )
+from gateway.assistant.event_batcher import EventBatcher
 from gateway.assistant.ids import RUN, random_id
 from gateway.assistant.mcp_tools import McpClientFactory, McpUnavailable
 from gateway.assistant.preparation import Prepared
 from gateway.assistant.record_views import run_view, session_view
 from gateway.assistant.run_loop import LoopCancelled, LoopFailed, LoopLimits, RunLoop
 from gateway.assistant.run_settings import RunSettings
+from gateway.assistant.sandbox_binding import requires_credit
 from gateway.assistant.tool_set import Tool
 from gateway.context import GatewayContext
 from gateway.store.assistant import run_outcomes
@@ -98,6 +101,7 @@ class RunService:
     _unsubscribe: Any = None
     _renewer: LoopingCall | None = None
     _sweeper: LoopingCall | None = None
+    _events: EventBatcher | None = None
 
     def start(self) -> None:
         self._unsubscribe = self.ctx.state.subscribe(CONTROL_CHANNEL, self._on_control)
@@ -133,23 +137,11 @@ class RunService:
     async def append(self, run: RunRow, event: str, payload: dict[str, Any],
                      values: dict[str, Any] | None = None) -> RunEventRow | None:
         """A progress event of a live run; none once the run has ended (a stop's ``cancelled``
-        stays the last event even when the worker was mid-step)."""
-        now = self.ctx.now()
-
-        def write(conn: Any) -> RunEventRow | None:
-            current = find_run(conn, run.id)
-            if current is None or not current.active:
-                return None
-            if values:
-                transition(conn, run.id, values, now)
-            if event == "tool_call":
-                run_outcomes.merge_detail(conn, run.id, payload, now)
-            return append_event(conn, run.id, run.session_id, event, payload, now)
-
-        row = await self.ctx.db.transaction(write)
-        if row is not None:
-            self.announce([row])
-        return row
+        stays the last event even when the worker was mid-step).  Written in a group commit
+        with the other runs' events (``event_batcher``) and announced after it."""
+        if self._events is None:
+            self._events = EventBatcher(self.ctx.db, self.ctx.reactor, self.announce)
+        return await self._events.write(run, event, payload, values, self.ctx.now())
 
     def announce(self, rows: list[RunEventRow]) -> None:
         for row in rows:
@@ -210,6 +202,8 @@ class RunService:
             self.announce(started)
             deadline = self.ctx.clock.callLater(timeout, self._timed_out, worker)
             connector = self._connector(run, prepared)
+            if connector is not None and prepared.checker is not None:
+                connector.checker = self._checker(worker, prepared.checker)
             try:
                 tools = await build_tools(prepared, self.mcp, connector)
             except McpUnavailable as exc:
@@ -277,7 +271,10 @@ class RunService:
             self.announce([event])
 
     def _connector(self, run: RunRow, prepared: Prepared) -> ConnectorTools | None:
-        device, request = prepared.device, prepared.request
+        device, request, sandbox = prepared.device, prepared.request, prepared.sandbox
+        if sandbox is not None:
+            device = sandbox.device
+            sandbox = replace(sandbox, require_credit=requires_credit(self.ctx.settings))
         if device is None:
             return None
         return ConnectorTools(
@@ -287,7 +284,20 @@ class RunService:
                 device_name=device.name, os=device.os, arch=device.arch,
                 workspace_path=request.connector_workspace_path,
                 approval_mode=request.connector_approval_mode,
-                command_prefixes=request.connector_command_prefixes))
+                command_prefixes=request.connector_command_prefixes, sandbox=sandbox))
+
+    def _checker(self, worker: _Worker, agent: CheckerAgent) -> ApprovalChecker:
+        """Approval mode ``assistant``: the checker's calls are billed to the run's user and
+        counted in the run's cost."""
+
+        def add_cost(nanos: int) -> None:
+            if worker.loop is not None:
+                worker.loop.cost_nanos += nanos
+
+        return ApprovalChecker(
+            db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now,
+            call_model=self.model_caller(worker.run.user_id), agent=agent,
+            sink=_RunSink(self, worker.run), add_cost=add_cost, wake=self.wake_device)
 
     def wake_device(self, device_id: str) -> None:
         self.ctx.state.publish(wake_channel(device_id), b"task").addErrback(
