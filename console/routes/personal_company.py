@@ -18,7 +18,7 @@ from twisted.logger import Logger
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.services.assistant import tx
-from console.services.studio import inputs
+from console.services.studio import inputs, team_inputs
 from console.services.studio.panel_view import panel_view
 from console.services.studio.views import (
     approval_view,
@@ -27,8 +27,12 @@ from console.services.studio.views import (
     audit_view,
     charter_view,
     company_view,
+    employee_view,
+    evidence_view,
     handoff_view,
     objective_view,
+    recruitment_plan_view,
+    role_template_view,
     work_item_view,
 )
 from gateway.assistant.record_views import run_view, session_view
@@ -39,8 +43,10 @@ from gateway.store.studio import (
     charters,
     companies,
     connector_approvals,
+    handoffs,
     objectives,
     panel,
+    team,
     timeline,
     work_items,
 )
@@ -353,3 +359,145 @@ class PersonalCompanyRoutes:
         if status == "queued":
             self.runs.wake_device(device_id)
         return {"status": status}
+
+    # --- team, hiring and handoffs (§4.14) -----------------------------------------------
+
+    @app.route("/work-items/<item_id>/handoffs", methods=["POST"])
+    @json_route
+    async def handoff_create(self, request: Any, item_id: str) -> Any:
+        body = read_object(request, limit=BODY_LIMIT)
+
+        def work(conn: Connection, c: Context, user_id: int, now: datetime,
+                 b: dict[str, Any]) -> Any:
+            return handoffs.create(conn, c.record, user_id, item_id,
+                                   team_inputs.read_handoff(b), now)
+
+        _, row = await self._in(request, work, body=body)
+        return 201, {"handoff": handoff_view(row)}
+
+    @app.route("/handoffs/<handoff_id>/decide", methods=["POST"])
+    @json_route
+    async def handoff_decide(self, request: Any, handoff_id: str) -> Any:
+        body = read_object(request, limit=BODY_LIMIT)
+
+        def work(conn: Connection, c: Context, user_id: int, now: datetime,
+                 b: dict[str, Any]) -> Any:
+            return handoffs.decide(conn, c.record, user_id, handoff_id,
+                                   inputs.text(b, "decision").lower(), inputs.text(b, "note"),
+                                   now)
+
+        _, row = await self._in(request, work, body=body)
+        return {"handoff": handoff_view(row)}
+
+    @app.route("/org-chart", methods=["GET"])
+    @json_route
+    async def org_chart(self, request: Any) -> Any:
+        def work(conn: Connection, c: Context, *_: Any) -> Any:
+            return (c.record.id, team.list_employees(conn, c.record.id),
+                    team.list_templates(conn, c.record.id), team.list_plans(conn, c.record.id))
+
+        _, (company_id, employees, templates, plans) = await self._in(request, work)
+        return {"company_id": company_id,
+                "employees": [employee_view(e) for e in employees],
+                "role_templates": [role_template_view(t) for t in templates],
+                "recruitment_plans": [recruitment_plan_view(p) for p in plans]}
+
+    @app.route("/role-templates", methods=["GET"])
+    @json_route
+    async def template_list(self, request: Any) -> Any:
+        def work(conn: Connection, c: Context, *_: Any) -> Any:
+            return team.list_templates(conn, c.record.id)
+
+        _, rows = await self._in(request, work)
+        return {"role_templates": [role_template_view(row) for row in rows]}
+
+    @app.route("/role-templates", methods=["POST"])
+    @json_route
+    async def template_create(self, request: Any) -> Any:
+        body = read_object(request, limit=BODY_LIMIT)
+
+        def work(conn: Connection, c: Context, user_id: int, now: datetime,
+                 b: dict[str, Any]) -> Any:
+            return team.create_template(conn, c.record, user_id,
+                                        team_inputs.read_role_template(b), now)
+
+        _, row = await self._in(request, work, body=body)
+        return 201, {"role_template": role_template_view(row)}
+
+    @app.route("/staffing/recruitment-plans", methods=["GET"])
+    @json_route
+    async def plan_list(self, request: Any) -> Any:
+        def work(conn: Connection, c: Context, *_: Any) -> Any:
+            return team.list_plans(conn, c.record.id)
+
+        _, rows = await self._in(request, work)
+        return {"recruitment_plans": [recruitment_plan_view(row) for row in rows]}
+
+    @app.route("/staffing/recruitment-plans", methods=["POST"])
+    @json_route
+    async def plan_create(self, request: Any) -> Any:
+        body = read_object(request, limit=BODY_LIMIT)
+
+        def work(conn: Connection, c: Context, user_id: int, now: datetime,
+                 b: dict[str, Any]) -> Any:
+            return team.propose(conn, c.record, user_id, team_inputs.read_plan(b), now)
+
+        _, row = await self._in(request, work, body=body)
+        return 201, {"recruitment_plan": recruitment_plan_view(row)}
+
+    @app.route("/staffing/recruitment-plans/<plan_id>/approve", methods=["POST"])
+    @json_route
+    async def plan_approve(self, request: Any, plan_id: str) -> Any:
+        def work(conn: Connection, c: Context, user_id: int, now: datetime, _: Any) -> Any:
+            return team.approve_plan(conn, c.record, user_id, plan_id, now)
+
+        _, employee = await self._in(request, work)
+        return 201, {"employee": employee_view(employee), "status": "approved"}
+
+    @app.route("/staffing/recruitment-plans/<plan_id>/reject", methods=["POST"])
+    @json_route
+    async def plan_reject(self, request: Any, plan_id: str) -> Any:
+        body = read_object(request, limit=BODY_LIMIT, optional=True)
+
+        def work(conn: Connection, c: Context, user_id: int, now: datetime,
+                 b: dict[str, Any]) -> None:
+            team.reject_plan(conn, c.record, user_id, plan_id, inputs.text(b, "reason"), now)
+
+        await self._in(request, work, body=body)
+        return {"status": "rejected"}
+
+    @app.route("/employees/<employee_id>/capability-evidence", methods=["POST"])
+    @json_route
+    async def evidence_create(self, request: Any, employee_id: str) -> Any:
+        body = read_object(request, limit=BODY_LIMIT)
+
+        def work(conn: Connection, c: Context, user_id: int, now: datetime,
+                 b: dict[str, Any]) -> Any:
+            return team.record_evidence(conn, c.record, user_id, employee_id,
+                                        team_inputs.read_evidence(b), now)
+
+        _, row = await self._in(request, work, body=body)
+        return 201, {"capability_evidence": evidence_view(row)}
+
+    @app.route("/employees/<employee_id>/promote", methods=["POST"])
+    @json_route
+    async def employee_promote(self, request: Any, employee_id: str) -> Any:
+        def work(conn: Connection, c: Context, user_id: int, now: datetime, _: Any) -> Any:
+            return team.promote(conn, c.record, user_id, employee_id, now)
+
+        _, promoted = await self._in(request, work)
+        return {"employee_id": promoted, "status": "active"}
+
+    @app.route("/employees/<employee_id>/runtime-binding", methods=["POST"])
+    @json_route
+    async def employee_binding(self, request: Any, employee_id: str) -> Any:
+        body = read_object(request, limit=BODY_LIMIT)
+
+        def work(conn: Connection, c: Context, user_id: int, now: datetime,
+                 b: dict[str, Any]) -> Any:
+            agent_id, runtime = team_inputs.read_binding(b)
+            return team.bind_runtime(conn, c.record, user_id, employee_id, agent_id, runtime,
+                                     now)
+
+        _, (bound, version) = await self._in(request, work, body=body)
+        return {"employee_id": bound, "version": version}

@@ -62,7 +62,7 @@ def _integer(body: dict[str, Any], key: str, default: int = 0) -> int:
     return value
 
 
-def _time(body: dict[str, Any], key: str) -> datetime | None:
+def time_field(body: dict[str, Any], key: str) -> datetime | None:
     value = body.get(key)
     if value is None or value == "":
         return None
@@ -138,7 +138,7 @@ def read_objective(body: dict[str, Any]) -> dict[str, Any]:
     description = body.get("description")
     return {"title": title[:MAX_TITLE],
             "description": description if isinstance(description, str) else "",
-            "priority": _integer(body, "priority"), "target_date": _time(body, "target_date")}
+            "priority": _integer(body, "priority"), "target_date": time_field(body, "target_date")}
 
 
 def read_work_item(body: dict[str, Any]) -> NewWorkItem:
@@ -163,7 +163,7 @@ def read_work_item(body: dict[str, Any]) -> NewWorkItem:
         objective_id=objective or None, priority=_integer(body, "priority"),
         idempotency_key=text(body, "idempotency_key")[:MAX_IDEMPOTENCY_KEY],
         input_snapshot=snapshot, allowed_tools=tools, estimated_cost_nanos=estimate,
-        due_at=_time(body, "due_at"), risk_level=risk.risk_level(body.get("risk_level")))
+        due_at=time_field(body, "due_at"), risk_level=risk.risk_level(body.get("risk_level")))
 
 
 def read_decision(body: dict[str, Any]) -> tuple[str, str]:

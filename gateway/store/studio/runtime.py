@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import orjson
 from sqlalchemy.engine import Connection
@@ -37,8 +38,9 @@ class Runtime:
     cloud_sandbox_id: str
 
 
-def configure(conn: Connection, company: CompanyRow, user_id: int, runtime: Runtime,
-              now: datetime) -> CompanyRow:
+def check_runtime(conn: Connection, user_id: int, runtime: Runtime, now: datetime
+                  ) -> dict[str, Any]:
+    """The §4.7 checks; the normalized values (prefixes as a list) when they pass."""
     device_id, workspace = runtime.connector_device_id, runtime.connector_workspace_path
     sandbox_id = runtime.cloud_sandbox_id
     if sandbox_id:
@@ -60,8 +62,14 @@ def configure(conn: Connection, company: CompanyRow, user_id: int, runtime: Runt
             raise invalid(WORKSPACE_TOO_LONG)
         if not workspace:
             raise invalid(WORKSPACE_REQUIRED)
-    prefixes = normalize_prefixes(runtime.connector_command_prefixes)
-    return companies.set_runtime(conn, company, user_id, {
-        "connector_device_id": device_id, "connector_workspace_path": workspace,
-        "connector_command_prefixes": orjson.dumps(prefixes).decode("utf-8"),
-        "cloud_sandbox_id": sandbox_id}, now)
+    return {"connector_device_id": device_id, "connector_workspace_path": workspace,
+            "connector_command_prefixes": normalize_prefixes(runtime.connector_command_prefixes),
+            "cloud_sandbox_id": sandbox_id}
+
+
+def configure(conn: Connection, company: CompanyRow, user_id: int, runtime: Runtime,
+              now: datetime) -> CompanyRow:
+    values = check_runtime(conn, user_id, runtime, now)
+    values["connector_command_prefixes"] = orjson.dumps(
+        values["connector_command_prefixes"]).decode("utf-8")
+    return companies.set_runtime(conn, company, user_id, values, now)
