@@ -239,3 +239,7 @@ class CompanyRouteTests(StudioCase):
         assert cleared == {"connector_device_id": "", "connector_workspace_path": "",
                            "cloud_sandbox_id": ""}
         assert (await self.events()).count("studio.runtime_configured") == 2
+
+
+class PostgresCompanyRouteTests(CompanyRouteTests):
+    backend = "postgresql"

@@ -203,3 +203,7 @@ class TeamRouteTests(StudioCase):
         assert [h["id"] for h in timeline["handoffs"]] == [handoff["id"]]
         assert [e["event_type"] for e in timeline["events"]] == [
             "work_item.created", "handoff.created", "handoff.accepted"]
+
+
+class PostgresTeamRouteTests(TeamRouteTests):
+    backend = "postgresql"

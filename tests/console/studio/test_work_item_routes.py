@@ -326,3 +326,7 @@ class WorkItemRouteTests(StudioCase):
         events = (await self.company_ok("GET", f"/work-items/{item['id']}/timeline"))["events"]
         assert [e["event_type"] for e in events[-2:]] == ["connector_approval.queued",
                                                          "connector_approval.failed"]
+
+
+class PostgresWorkItemRouteTests(WorkItemRouteTests):
+    backend = "postgresql"
