@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from twisted.internet.defer import ensureDeferred, gatherResults
 
 from tests.console.studio.studio_case import StudioCase
 
@@ -76,6 +77,42 @@ class CompanyRouteTests(StudioCase):
         await self.company_refused("POST", "/bootstrap", {"name": "n", "mission": "m"}, 409,
                                    "Personal Company is already bootstrapped",
                                    tables=COMPANY_TABLES)
+
+    async def test_racing_first_reads_create_one_record(self) -> None:
+        await self.studio()
+        answers = await gatherResults([ensureDeferred(self.company("GET", ""))
+                                       for _ in range(4)])
+        assert [a.status for a in answers] == [200] * 4, answers
+        assert len({a.json()["company"]["id"] for a in answers}) == 1
+        assert len(await self.rows("studio_companies")) == 1
+        assert len(await self.rows("studio_charters")) == 1
+        assert await self.events() == ["company.default_enabled"]
+
+    async def test_odd_bodies_are_refused_never_a_500(self) -> None:
+        await self.studio()
+        await self.company_ok("GET", "")
+        odd: list[Any] = [[], "x", 1, None, {"title": 5, "definition_of_done": ["d"]},
+                          {"title": "t", "definition_of_done": "d", "priority": "high"},
+                          {"title": "t", "definition_of_done": "d", "estimated_cost": "1e99"},
+                          {"title": "t", "definition_of_done": "d", "due_at": "tomorrow"},
+                          {"title": "t", "definition_of_done": "d", "objective_id": "1"},
+                          {"mission": {"a": 1}, "goals": "[1,"},
+                          {"max_concurrent_tasks": 2**62}, {"connector_command_prefixes": 5},
+                          {"connector_command_prefixes": "[1]"}, {"daily_budget": "abc"},
+                          {"title": "t", "target_date": "2027-13-01T00:00:00Z"}]
+        paths = [("POST", "/work-items"), ("PUT", "/charter"), ("PUT", "/scheduler"),
+                 ("PUT", "/runtime"), ("PUT", "/settings"), ("POST", "/objectives"),
+                 ("POST", "/approvals/1/decide"), ("POST", "/work-items/1/approve"),
+                 ("POST", "/connector-approvals/act-x/decide")]
+        for method, path in paths:
+            for body in odd:
+                response = await self.company(method, path, body)
+                assert response.status < 500, (method, path, body, response)
+                if response.status != 200 and response.status != 201:
+                    assert "error" in response.json(), response
+            raw = await self.call(method, f"/api/user/personal-company{path}?studio_id=growth",
+                                  data=b"{not json", token=self.alice)
+            assert raw.status == 400, raw
 
     async def test_bootstrap(self) -> None:
         await self.studio()
