@@ -9,10 +9,14 @@ from __future__ import annotations
 from console.routes.assistant_completions import CompletionRoutes
 from console.routes.assistant_connector_tasks import ConnectorTaskRoutes
 from console.routes.assistant_runs import RunRoutes
+from console.routes.personal_company import PersonalCompanyRoutes
 
 #: (mount path, route group class taking (ConsoleContext, RunService))
-ASSISTANT_MOUNTS: list[tuple[str, type[CompletionRoutes | RunRoutes | ConnectorTaskRoutes]]] = [
+ASSISTANT_MOUNTS: list[tuple[str, type[CompletionRoutes | RunRoutes | ConnectorTaskRoutes
+                                     | PersonalCompanyRoutes]]] = [
     ("api/user/advanced-chat/completions", CompletionRoutes),
     ("api/user/advanced-chat/runs", RunRoutes),
     ("api/user/advanced-chat/connector-tasks", ConnectorTaskRoutes),
+    # studio operations (agents contract §4.18): pause and cancel stop runs
+    ("api/user/personal-company", PersonalCompanyRoutes),
 ]

@@ -57,6 +57,9 @@ def _success(operation: Operation, family: RouteFamily) -> tuple[str, dict[str, 
         content["text/event-stream"] = {"schema": shapes.TEXT_STREAM}
     return "200", {"description": "Success", "content": content}
 
+#: path prefix -> the query parameter every route under it requires (agents contract §4.2)
+REQUIRED_QUERY = {"/api/user/personal-company": "studio_id"}
+
 
 def _operation(operation: Operation) -> dict[str, Any]:
     family = classify(operation.path)
@@ -76,6 +79,9 @@ def _operation(operation: Operation) -> dict[str, Any]:
     parameters += [{"name": name, "in": "query", "required": False, "schema": schema}
                    for name, schema in shapes.QUERY_PARAMETERS.get(
                        (operation.method, operation.path), [])]
+    parameters += [{"name": name, "in": "query", "required": True, "schema": {"type": "string"}}
+                   for prefix, name in REQUIRED_QUERY.items()
+                   if operation.path == prefix or operation.path.startswith(prefix + "/")]
     if parameters:
         entry["parameters"] = parameters
     body = shapes.REQUEST_BODIES.get((operation.method, operation.path))

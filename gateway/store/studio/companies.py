@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from gateway.store import schema
@@ -80,12 +82,22 @@ def _insert(conn: Connection, user_id: int, studio: StudioRow, values: dict[str,
 def ensure_default(conn: Connection, user_id: int, studio: StudioRow, now: datetime
                    ) -> CompanyRow:
     """The studio's record, created with defaults, charter revision 1 and audit
-    ``company.default_enabled`` on first use (§4.4)."""
+    ``company.default_enabled`` on first use (§4.4).  Two first reads racing each other (two
+    tabs, two nodes) create one record: the loser's insert does nothing and it reads the
+    winner's."""
     company = find_company(conn, user_id, studio.id)
     if company is not None:
         return company
-    company_id = _insert(conn, user_id, studio, {"name": studio.name[:MAX_NAME],
-                                                  "state": "operating"}, now)
+    insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    created = conn.execute(insert(TABLE).values(
+        owner_user_id=user_id, agent_group_id=studio.id, name=studio.name[:MAX_NAME],
+        state="operating", created_at=now, updated_at=now
+    ).on_conflict_do_nothing().returning(TABLE.c.id)).first()
+    if created is None:
+        found = find_company(conn, user_id, studio.id)
+        assert found is not None
+        return found
+    company_id = int(created[0])
     charters.add_revision(conn, company_id, user_id, now, mission=charters.DEFAULT_MISSION)
     audit.record(conn, company_id, "company.default_enabled", now, actor_type="system")
     return get(conn, company_id)
