@@ -15,7 +15,9 @@ from gateway.context import GatewayContext
 
 def open_assistant(ctx: ConsoleContext, gateway: GatewayContext
                    ) -> tuple[RunService, list[tuple[str, Callable[[ConsoleContext], Any]]]]:
-    runs = RunService(gateway, node_name=ctx.node_name or f"pid{os.getpid()}")
+    assert ctx.links is not None
+    runs = RunService(gateway, node_name=ctx.node_name or f"pid{os.getpid()}",
+                      connector_tasks=ctx.links.tasks)
 
     def factory(group: Any) -> Callable[[ConsoleContext], Any]:
         return lambda console: group(console, runs)

@@ -20,7 +20,7 @@ from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
-from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools, wake_channel
+from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools
 from gateway.assistant.conversation_setup import (
     build_tools,
     first_messages,
@@ -34,11 +34,13 @@ from gateway.assistant.record_views import run_view, session_view
 from gateway.assistant.run_loop import LoopCancelled, LoopFailed, LoopLimits, RunLoop
 from gateway.assistant.run_settings import RunSettings
 from gateway.context import GatewayContext
+from gateway.links.tasks import ConnectorTasks
 from gateway.store.assistant import run_outcomes
 from gateway.store.assistant.refused import missing
 from gateway.store.assistant.rows import RunEventRow, RunRow
 from gateway.store.assistant.runs import active_runs, append_event, create_run, find_run, transition
 from gateway.store.assistant.sessions import check_writable, get_session, save_session
+from gateway.store.connector_tasks import active_for_run
 from gateway.v1.internal_call import InternalChat
 
 log = Logger()
@@ -88,6 +90,8 @@ class _RunSink:
 class RunService:
     ctx: GatewayContext
     node_name: str
+    #: the links' task service: connector tools create, wait for and cancel tasks through it
+    connector_tasks: ConnectorTasks
     mcp: McpClientFactory | None = None
     lease_seconds: int = LEASE_SECONDS
     workers: dict[str, _Worker] = field(default_factory=dict)
@@ -275,17 +279,13 @@ class RunService:
         if device is None:
             return None
         return ConnectorTools(
-            db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now, wake=self.wake_device,
+            tasks=self.connector_tasks,
             target=ConnectorTarget(
                 user_id=run.user_id, run_id=run.id, device_id=device.id,
                 device_name=device.name, os=device.os, arch=device.arch,
                 workspace_path=request.connector_workspace_path,
                 approval_mode=request.connector_approval_mode,
                 command_prefixes=request.connector_command_prefixes))
-
-    def wake_device(self, device_id: str) -> None:
-        self.ctx.state.publish(wake_channel(device_id), b"task").addErrback(
-            lambda f: log.failure("waking connector device failed", f))
 
     def _timed_out(self, worker: _Worker) -> None:
         if worker.loop is not None:
@@ -297,18 +297,20 @@ class RunService:
         """§1.11: cancel (or, if ended, answer the run as it is); 404 for another's run."""
         now = self.ctx.now()
 
-        def write(conn: Any) -> tuple[RunRow, list[RunEventRow]]:
+        def write(conn: Any) -> tuple[RunRow, list[RunEventRow], list[Any]]:
             run = find_run(conn, run_id, user_id)
             if run is None:
                 raise missing(RUN_NOT_FOUND)
+            tasks = active_for_run(conn, run_id) if run.active else []
             events = run_outcomes.cancel(conn, run, now) if run.active else []
             found = find_run(conn, run_id)
             assert found is not None
-            return found, events
+            return found, events, tasks if events else []
 
-        run, events = await self.ctx.db.transaction(write)
+        run, events, tasks = await self.ctx.db.transaction(write)
         if events:
             self._cancel_worker(run_id)
+            self.connector_tasks.failed_elsewhere(tasks)
             self.announce(events)
         return run
 

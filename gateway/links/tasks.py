@@ -70,11 +70,12 @@ class ConnectorTasks:
         return task
 
     async def decide(self, task_id: str, approved: bool, actor: str = "user",
-                     opinion: str = "") -> TaskRow:
-        """Approve (queue and wake) or deny a task awaiting approval."""
+                     opinion: str = "", payload: dict[str, Any] | None = None) -> TaskRow:
+        """Approve (queue and wake; ``payload`` replaces the input when the owner adjusted
+        it, [P-15]) or deny a task awaiting approval."""
         denial = f"denied by {actor}" + (f": {opinion}" if opinion else "")
         task = await self.db.transaction(task_store.decide, task_id, approved, denial,
-                                         self.now())
+                                         self.now(), payload)
         if task is None:
             current = await self.db.transaction(task_store.get, task_id)
             raise TaskNotActive(current.status if current else None)
@@ -94,6 +95,15 @@ class ConnectorTasks:
             self.hub.cancel(before.device_id, task_id, reason)
         self.hub.task_finished(task_id)
         return before
+
+    def failed_elsewhere(self, tasks: list[TaskRow], reason: str = CANCELLED) -> None:
+        """``tasks`` (as they were) were failed by another transaction -- a run stop fails its
+        run's tasks together with the run: devices running one get ``task_cancel`` and every
+        waiter wakes, on whatever node."""
+        for task in tasks:
+            if task.status == task_store.RUNNING:
+                self.hub.cancel(task.device_id, task.id, reason)
+            self.hub.task_finished(task.id)
 
     async def record_result(self, device: DeviceRow, task_id: str,
                             body: dict[str, Any]) -> TaskRow | None:
