@@ -269,9 +269,16 @@ class RunService:
     async def _fail(self, run: RunRow, error: str, cost_nanos: int,
                     details: list[dict[str, Any]]) -> None:
         now = self.ctx.now()
-        event = await self.ctx.db.transaction(lambda conn: run_outcomes.fail(
-            conn, run, error, now, cost_nanos=cost_nanos, details=details))
+
+        def write(conn: Any) -> tuple[RunEventRow | None, list[Any]]:
+            tasks = active_for_run(conn, run.id)
+            event = run_outcomes.fail(conn, run, error, now, cost_nanos=cost_nanos,
+                                      details=details)
+            return event, tasks if event is not None else []
+
+        event, tasks = await self.ctx.db.transaction(write)
         if event is not None:
+            self.connector_tasks.failed_elsewhere(tasks, error)
             self.announce([event])
 
     def _connector(self, run: RunRow, prepared: Prepared) -> ConnectorTools | None:
@@ -353,21 +360,24 @@ class RunService:
         """Fail active runs whose lease expired (their node died); how many were failed."""
         now = self.ctx.now()
 
-        def write(conn: Any) -> list[RunEventRow]:
-            events = []
+        def write(conn: Any) -> tuple[list[RunEventRow], list[Any]]:
+            events, tasks = [], []
             for run in run_outcomes.expired(conn, now):
                 if run.id in self.workers:
                     continue
+                open_tasks = active_for_run(conn, run.id)
                 event = run_outcomes.fail(conn, run, NODE_DIED, now,
                                           cost_nanos=run.cost_nanos)
                 if event is not None:
                     events.append(event)
-            return events
+                    tasks += open_tasks
+            return events, tasks
 
         try:
-            events = await self.ctx.db.transaction(write)
+            events, tasks = await self.ctx.db.transaction(write)
         except Exception:
             log.failure("sweeping expired assistant runs failed")
             return 0
+        self.connector_tasks.failed_elsewhere(tasks, NODE_DIED)
         self.announce(events)
         return len(events)
