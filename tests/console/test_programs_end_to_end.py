@@ -226,6 +226,44 @@ class DeviceProgramTests(ProgramCase):
         assert (task["status"], task["error_message"]) == ("failed", "cancelled by user")
 
 
+    async def test_a_bad_token_stops_the_program_before_any_link(self) -> None:
+        await self.provision()
+        device_id, _ = await self.device()
+        for transport in ("websocket", "longpoll"):
+            _, done = await self.program("wpc_" + "0" * 40, transport=transport)
+            reason = await done
+            assert reason.kind == REVOKED, (transport, reason)
+        found = await self.call("GET", f"{DEVICES}/{device_id}", token=self.user_token)
+        assert found.json()["online"] is False
+
+    async def test_a_program_that_drops_its_link_mid_task_fails_the_task(self) -> None:
+        await self.provision()
+        device_id, token = await self.device()
+        workspace = temp_dir(self, "lockgate-work-")
+        client, done = await self.program(token)
+        await self.online(device_id)
+        self.upstream.script(tool_call("workspace_run_command",
+                                       {"command": "touch started; exec sleep 60",
+                                        "timeout_sec": 120}))
+        run_id = await self.start_run(device_id, workspace,
+                                      connector_approval_mode="full_access")
+
+        async def started() -> bool:
+            return os.path.exists(os.path.join(workspace, "started"))
+
+        await self.until(started, "the command started")
+        assert client.link is not None
+        client.link.transport.abortConnection()  # type: ignore[attr-defined]  # network drop
+        finished = await self.wait_for_run(run_id)
+        [detail] = finished["tool_call_details"]
+        assert (detail["status"], detail["result"]) == (
+            "error", "Connector tool failed: connector disconnected"), detail
+        [task] = await self.device_tasks(device_id)
+        assert (task["status"], task["error_message"]) == ("failed", "connector disconnected")
+        await self.online(device_id)  # and it came back
+        assert not done.called
+
+
 class ApprovalProgramTests(ProgramCase):
     async def test_run_command_waits_for_approval_then_runs_on_the_program(self) -> None:
         """§1.13 with a real device: approval, the command runs after the owner's decision,
