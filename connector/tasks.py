@@ -36,7 +36,7 @@ from connector.isolation.bubblewrap import BubblewrapRunner
 from connector.isolation.docker import NO_DAEMON, DockerRunner
 from connector.isolation.host import host_command
 from connector.isolation.launch import LaunchSpec
-from connector.isolation.policy import sandbox_spec
+from connector.isolation.policy import SandboxSpec, sandbox_spec
 from connector.workspace import Workspace
 
 log = Logger()
@@ -76,6 +76,7 @@ class TaskRunner:
         self._bwrap = BubblewrapRunner(
             executable=config.bwrap_path, uid=config.sandbox_uid, gid=config.sandbox_gid
         )
+        self._docker_fallback_logged = False
         self._commands: dict[str, RunningCommand] = {}
         self._locks: dict[str, DeferredLock] = {}
         self._waiting: set[str] = set()
@@ -219,11 +220,25 @@ class TaskRunner:
             return self._bwrap.command(command, workdir, spec, timeout)
         if spec.runtime == "docker":
             if self._docker is None:
-                raise ActionError(NO_DAEMON)
+                return self._docker_fallback(command, workdir, spec, timeout)
             if not spec.image:
                 raise ActionError("Container image is required")
             return self._docker.command(command, workdir, spec, ctx.task_id)
         raise ActionError(f'unsupported sandbox runtime "{spec.runtime}" on this host')
+
+    def _docker_fallback(
+        self, command: str, workdir: str, spec: SandboxSpec, timeout: int
+    ) -> LaunchSpec:
+        """The policy says docker but no daemon answers: bubblewrap isolates instead (the
+        empty policy means docker, §3.2, and a host without Docker must still work); an
+        error only when bubblewrap is missing too."""
+        if not self._bwrap.available():
+            raise ActionError(NO_DAEMON)
+        if not self._docker_fallback_logged:
+            self._docker_fallback_logged = True
+            log.warn("the host policy asks for docker but no Docker daemon is available: "
+                     "sandbox commands run under bubblewrap instead")
+        return self._bwrap.command(command, workdir, spec, timeout)
 
     def _sandbox_id(self, payload: dict[str, Any]) -> str:
         sandbox_id = payload.get("cloud_sandbox_id")

@@ -16,7 +16,9 @@ from gateway.context import GatewayContext
 
 def open_assistant(ctx: ConsoleContext, gateway: GatewayContext
                    ) -> tuple[RunService, list[tuple[str, Callable[[ConsoleContext], Any]]]]:
+    assert ctx.links is not None
     runs = RunService(gateway, node_name=ctx.node_name or f"pid{os.getpid()}",
+                      connector_tasks=ctx.links.tasks,
                       mcp=guarded_mcp_factory(gateway.reactor, gateway.settings, gateway.clock))
 
     def factory(group: Any) -> Callable[[ConsoleContext], Any]:

@@ -356,8 +356,11 @@ class PersonalCompanyRoutes:
                                               b.get("approved") is True, now)
 
         _, (status, device_id) = await self._in(request, work, body=body)
+        tasks = self.runs.connector_tasks
         if status == "queued":
-            self.runs.wake_device(device_id)
+            tasks.hub.wake(device_id)
+        else:
+            tasks.hub.task_finished(task_id)  # the run waiting on it reads the denial
         return {"status": status}
 
     # --- team, hiring and handoffs (§4.14) -----------------------------------------------

@@ -15,6 +15,7 @@ says changes the run's permissions -- it can only decide this one task.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +26,8 @@ from twisted.internet.defer import CancelledError
 
 from gateway.assistant.ids import random_id
 from gateway.assistant.run_loop import EventSink, ModelCaller
-from gateway.store import connector_decisions, connector_tasks
+from gateway.links.tasks import ConnectorTasks, TaskNotActive
+from gateway.store import connector_tasks
 from gateway.store.pool import DBRunner
 
 #: seconds the checker has for one task
@@ -104,8 +106,8 @@ class ApprovalChecker:
     sink: EventSink
     #: adds a checker call's cost to the run's cost
     add_cost: Callable[[int], None]
-    #: wakes the device when an approved task is queued
-    wake: Callable[[str], None]
+    #: the connector-task service: a decision queues (and wakes the device) or fails the task
+    tasks: ConnectorTasks
 
     async def review(self, task_id: str) -> Verdict | None:
         """Decide the task if it still awaits approval (None: it does not)."""
@@ -126,11 +128,8 @@ class ApprovalChecker:
         if verdict.decision != "escalate":
             approved = verdict.decision == "yes" and not verdict.failure
             opinion = verdict.opinion if not verdict.failure else verdict.failure
-            now = self.now()
-            decided = await self.db.transaction(
-                connector_decisions.decide, task_id, approved, None, CHECKER, now, opinion)
-            if decided and approved:
-                self.wake(task.device_id)
+            with contextlib.suppress(TaskNotActive):  # the owner decided first
+                await self.tasks.decide(task_id, approved, actor=CHECKER, opinion=opinion)
         status = ("error" if verdict.failure else
                   "approval_required" if verdict.decision == "escalate" else "completed")
         payload = {**base, "status": status, "decision": verdict.decision,

@@ -1,25 +1,21 @@
 """Workspace and web tools that run on the user's connector device (§1.8 step 4, §1.13).
 
-Why through the database: each call becomes one ``connector_tasks`` row (``queued``, or
-``pending_approval`` when the approval rule says so) that any node's device link can hand to
-the device; the run waits on the row -- re-read every second, so a result recorded on another
-node is seen -- for at most 10 minutes from creation (approval time counts).  The device is
-woken with a bus message on ``connector-device:<id>``.
+Why through the links' ``ConnectorTasks`` service: each call becomes one ``connector_tasks``
+row (``queued``, or ``pending_approval`` when the approval rule says so) created, decided and
+cancelled by the same service the device routes and both device transports use, so the device
+is woken at once on whatever node holds its link, and the run's wait fires the moment the
+result (recorded on any node) commits -- with the service's 10-minute deadline from creation
+(approval time counts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
-
-from twisted.internet.task import deferLater
 
 from gateway.assistant.approval_checker import ApprovalChecker
 from gateway.assistant.connector_approval import needs_approval
 from gateway.assistant.connector_arguments import SCHEMAS, check_arguments
-from gateway.assistant.ids import random_id
 from gateway.assistant.sandbox_binding import (
     SANDBOX_DESCRIPTIONS,
     SandboxTarget,
@@ -27,15 +23,11 @@ from gateway.assistant.sandbox_binding import (
     sandbox_payload,
 )
 from gateway.assistant.tool_set import Tool, ToolFailed, ToolResult
+from gateway.links.tasks import ConnectorTasks
 from gateway.sandboxes.gate import SandboxRefused
 from gateway.store import connector_tasks
 from gateway.store.connector_tasks import TaskRow
-from gateway.store.pool import DBRunner
 
-TASK = "act"
-WAIT_LIMIT = timedelta(minutes=10)
-RECHECK_SECONDS = 1.0
-TIMED_OUT = "connector task timed out"
 ADJUSTED_NOTE = "Note: the user adjusted the tool input before approval.\n"
 #: tool name -> (device action, tool group, admin switch field)
 TOOLS: dict[str, tuple[str, str, str]] = {
@@ -56,10 +48,6 @@ DESCRIPTIONS = {
     "web_search": "Search the web from the user's connected device.",
     "web_fetch": "Fetch a web page's readable text from the user's connected device.",
 }
-
-
-def wake_channel(device_id: str) -> str:
-    return f"connector-device:{device_id}"
 
 
 @dataclass
@@ -93,13 +81,10 @@ class ConnectorTarget:
 
 @dataclass
 class ConnectorTools:
-    db: DBRunner
-    clock: Any
-    now: Callable[[], datetime]
-    wake: Callable[[str], None]
+    tasks: ConnectorTasks
     target: ConnectorTarget
-    #: tool-call id -> (task id, arguments the task was created with)
-    created: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    #: tool-call id -> (the task as created, the payload it was created with)
+    created: dict[str, tuple[TaskRow, dict[str, Any]]] = field(default_factory=dict)
     #: approval mode ``assistant``: decides tasks awaiting approval before the owner could
     checker: ApprovalChecker | None = None
 
@@ -120,38 +105,36 @@ class ConnectorTools:
             target = self.target
             approval = needs_approval(action, target.approval_mode, target.command_prefixes,
                                       str(payload.get("command") or ""))
-            task_id = random_id(TASK)
-            status = connector_tasks.PENDING_APPROVAL if approval else connector_tasks.QUEUED
-            now = self.now()
+            sandbox, now = target.sandbox, self.tasks.now()
 
-            def create(conn: Any) -> dict[str, Any]:
-                task_payload = payload if target.sandbox is None else sandbox_payload(
-                    conn, target.user_id, target.sandbox, payload, now)
-                connector_tasks.create(
-                    conn, task_id=task_id, user_id=target.user_id, device_id=target.device_id,
-                    action=action, payload=task_payload, workspace_path=target.workspace_path,
-                    status=status, now=now, run_id=target.run_id, tool_call_id=call_id,
-                    cloud_sandbox_id=target.sandbox.sandbox_id if target.sandbox else "")
-                return task_payload
+            def sandboxed(conn: Any) -> dict[str, Any]:
+                assert sandbox is not None
+                return sandbox_payload(conn, target.user_id, sandbox, payload, now)
 
             try:
-                payload = await self.db.transaction(create)
+                task = await self.tasks.create(
+                    user_id=target.user_id, device_id=target.device_id, action=action,
+                    payload=payload, workspace_path=target.workspace_path, run_id=target.run_id,
+                    tool_call_id=call_id, needs_approval=approval,
+                    cloud_sandbox_id=sandbox.sandbox_id if sandbox else "",
+                    payload_in_tx=sandboxed if sandbox is not None else None)
             except SandboxRefused as refusal:
                 raise ToolFailed(refused_text(refusal)) from None
-            self.created[call_id] = (task_id, payload)
+            self.created[call_id] = (task, task.payload)
             if not approval:
-                self.wake(target.device_id)
                 return None
-            return {**arguments, "connector_task_id": task_id}
+            return {**arguments, "connector_task_id": task.id}
 
         return precreate
 
     def _runner(self, action: str) -> Any:
         async def run(_arguments: dict[str, Any], call_id: str) -> ToolResult:
-            task_id, payload = self.created.pop(call_id)
+            created, payload = self.created.pop(call_id)
             if self.checker is not None:
-                await self.checker.review(task_id)
-            task = await self._wait(task_id)
+                await self.checker.review(created.id)
+            task = await self.tasks.wait(created)
+            if task is None:
+                raise ToolFailed("Connector task unavailable: the task was deleted")
             adjusted = task.payload != payload
             note = ADJUSTED_NOTE if adjusted else ""
             if task.status == connector_tasks.FAILED:
@@ -161,17 +144,3 @@ class ConnectorTools:
             return ToolResult(note + task.result, arguments=task.payload if adjusted else None)
 
         return run
-
-    async def _wait(self, task_id: str) -> TaskRow:
-        deadline = self.now() + WAIT_LIMIT
-        while True:
-            task = await self.db.transaction(connector_tasks.get, task_id)
-            if task is None:
-                raise ToolFailed("Connector task unavailable: the task was deleted")
-            if task.status in (connector_tasks.COMPLETED, connector_tasks.FAILED):
-                return task
-            if self.now() >= deadline:
-                now = self.now()
-                await self.db.transaction(connector_tasks.fail, task_id, TIMED_OUT, now)
-            else:
-                await deferLater(self.clock, RECHECK_SECONDS, lambda: None)

@@ -22,7 +22,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from gateway.assistant.approval_checker import ApprovalChecker, CheckerAgent
-from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools, wake_channel
+from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools
 from gateway.assistant.conversation_setup import (
     build_tools,
     first_messages,
@@ -39,11 +39,13 @@ from gateway.assistant.run_settings import RunSettings
 from gateway.assistant.sandbox_binding import requires_credit
 from gateway.assistant.tool_set import Tool
 from gateway.context import GatewayContext
+from gateway.links.tasks import ConnectorTasks
 from gateway.store.assistant import run_outcomes
 from gateway.store.assistant.refused import missing
 from gateway.store.assistant.rows import RunEventRow, RunRow
 from gateway.store.assistant.runs import active_runs, append_event, create_run, find_run, transition
 from gateway.store.assistant.sessions import check_writable, get_session, save_session
+from gateway.store.connector_tasks import active_for_run
 from gateway.v1.internal_call import InternalChat
 
 log = Logger()
@@ -93,6 +95,8 @@ class _RunSink:
 class RunService:
     ctx: GatewayContext
     node_name: str
+    #: the links' task service: connector tools create, wait for and cancel tasks through it
+    connector_tasks: ConnectorTasks
     mcp: McpClientFactory | None = None
     lease_seconds: int = LEASE_SECONDS
     workers: dict[str, _Worker] = field(default_factory=dict)
@@ -265,9 +269,16 @@ class RunService:
     async def _fail(self, run: RunRow, error: str, cost_nanos: int,
                     details: list[dict[str, Any]]) -> None:
         now = self.ctx.now()
-        event = await self.ctx.db.transaction(lambda conn: run_outcomes.fail(
-            conn, run, error, now, cost_nanos=cost_nanos, details=details))
+
+        def write(conn: Any) -> tuple[RunEventRow | None, list[Any]]:
+            tasks = active_for_run(conn, run.id)
+            event = run_outcomes.fail(conn, run, error, now, cost_nanos=cost_nanos,
+                                      details=details)
+            return event, tasks if event is not None else []
+
+        event, tasks = await self.ctx.db.transaction(write)
         if event is not None:
+            self.connector_tasks.failed_elsewhere(tasks, error)
             self.announce([event])
 
     def _connector(self, run: RunRow, prepared: Prepared) -> ConnectorTools | None:
@@ -278,7 +289,7 @@ class RunService:
         if device is None:
             return None
         return ConnectorTools(
-            db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now, wake=self.wake_device,
+            tasks=self.connector_tasks,
             target=ConnectorTarget(
                 user_id=run.user_id, run_id=run.id, device_id=device.id,
                 device_name=device.name, os=device.os, arch=device.arch,
@@ -297,11 +308,7 @@ class RunService:
         return ApprovalChecker(
             db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now,
             call_model=self.model_caller(worker.run.user_id), agent=agent,
-            sink=_RunSink(self, worker.run), add_cost=add_cost, wake=self.wake_device)
-
-    def wake_device(self, device_id: str) -> None:
-        self.ctx.state.publish(wake_channel(device_id), b"task").addErrback(
-            lambda f: log.failure("waking connector device failed", f))
+            sink=_RunSink(self, worker.run), add_cost=add_cost, tasks=self.connector_tasks)
 
     def _timed_out(self, worker: _Worker) -> None:
         if worker.loop is not None:
@@ -313,18 +320,20 @@ class RunService:
         """§1.11: cancel (or, if ended, answer the run as it is); 404 for another's run."""
         now = self.ctx.now()
 
-        def write(conn: Any) -> tuple[RunRow, list[RunEventRow]]:
+        def write(conn: Any) -> tuple[RunRow, list[RunEventRow], list[Any]]:
             run = find_run(conn, run_id, user_id)
             if run is None:
                 raise missing(RUN_NOT_FOUND)
+            tasks = active_for_run(conn, run_id) if run.active else []
             events = run_outcomes.cancel(conn, run, now) if run.active else []
             found = find_run(conn, run_id)
             assert found is not None
-            return found, events
+            return found, events, tasks if events else []
 
-        run, events = await self.ctx.db.transaction(write)
+        run, events, tasks = await self.ctx.db.transaction(write)
         if events:
             self._cancel_worker(run_id)
+            self.connector_tasks.failed_elsewhere(tasks)
             self.announce(events)
         return run
 
@@ -367,21 +376,24 @@ class RunService:
         """Fail active runs whose lease expired (their node died); how many were failed."""
         now = self.ctx.now()
 
-        def write(conn: Any) -> list[RunEventRow]:
-            events = []
+        def write(conn: Any) -> tuple[list[RunEventRow], list[Any]]:
+            events, tasks = [], []
             for run in run_outcomes.expired(conn, now):
                 if run.id in self.workers:
                     continue
+                open_tasks = active_for_run(conn, run.id)
                 event = run_outcomes.fail(conn, run, NODE_DIED, now,
                                           cost_nanos=run.cost_nanos)
                 if event is not None:
                     events.append(event)
-            return events
+                    tasks += open_tasks
+            return events, tasks
 
         try:
-            events = await self.ctx.db.transaction(write)
+            events, tasks = await self.ctx.db.transaction(write)
         except Exception:
             log.failure("sweeping expired assistant runs failed")
             return 0
+        self.connector_tasks.failed_elsewhere(tasks, NODE_DIED)
         self.announce(events)
         return len(events)

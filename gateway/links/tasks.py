@@ -57,24 +57,33 @@ class ConnectorTasks:
     async def create(self, *, user_id: int, device_id: str, action: str,
                      payload: dict[str, Any], workspace_path: str = "", run_id: str = "",
                      tool_call_id: str = "", cloud_sandbox_id: str = "",
-                     needs_approval: bool = False) -> TaskRow:
-        """Queue a task for ``device_id`` (or park it awaiting approval) and wake the device."""
+                     needs_approval: bool = False,
+                     payload_in_tx: Callable[[Any], dict[str, Any]] | None = None) -> TaskRow:
+        """Queue a task for ``device_id`` (or park it awaiting approval) and wake the device.
+        ``payload_in_tx(conn)``, when given, computes the payload inside the creating
+        transaction (the §3.5 sandbox gate: checked and used atomically)."""
         status = task_store.PENDING_APPROVAL if needs_approval else task_store.QUEUED
-        task = await self.db.transaction(
-            task_store.create, task_id=ids.new_id(ids.TASK), user_id=user_id,
-            device_id=device_id, action=action, payload=payload, workspace_path=workspace_path,
-            status=status, now=self.now(), run_id=run_id, tool_call_id=tool_call_id,
-            cloud_sandbox_id=cloud_sandbox_id)
+        now = self.now()
+
+        def create(conn: Any) -> TaskRow:
+            return task_store.create(
+                conn, task_id=ids.new_id(ids.TASK), user_id=user_id, device_id=device_id,
+                action=action, payload=payload if payload_in_tx is None else payload_in_tx(conn),
+                workspace_path=workspace_path, status=status, now=now, run_id=run_id,
+                tool_call_id=tool_call_id, cloud_sandbox_id=cloud_sandbox_id)
+
+        task = await self.db.transaction(create)
         if status == task_store.QUEUED:
             self.hub.wake(device_id)
         return task
 
     async def decide(self, task_id: str, approved: bool, actor: str = "user",
-                     opinion: str = "") -> TaskRow:
-        """Approve (queue and wake) or deny a task awaiting approval."""
+                     opinion: str = "", payload: dict[str, Any] | None = None) -> TaskRow:
+        """Approve (queue and wake; ``payload`` replaces the input when the owner adjusted
+        it, [P-15]) or deny a task awaiting approval."""
         denial = f"denied by {actor}" + (f": {opinion}" if opinion else "")
         task = await self.db.transaction(task_store.decide, task_id, approved, denial,
-                                         self.now())
+                                         self.now(), payload)
         if task is None:
             current = await self.db.transaction(task_store.get, task_id)
             raise TaskNotActive(current.status if current else None)
@@ -94,6 +103,15 @@ class ConnectorTasks:
             self.hub.cancel(before.device_id, task_id, reason)
         self.hub.task_finished(task_id)
         return before
+
+    def failed_elsewhere(self, tasks: list[TaskRow], reason: str = CANCELLED) -> None:
+        """``tasks`` (as they were) were failed by another transaction -- a run stop fails its
+        run's tasks together with the run: devices running one get ``task_cancel`` and every
+        waiter wakes, on whatever node."""
+        for task in tasks:
+            if task.status == task_store.RUNNING:
+                self.hub.cancel(task.device_id, task.id, reason)
+            self.hub.task_finished(task.id)
 
     async def record_result(self, device: DeviceRow, task_id: str,
                             body: dict[str, Any]) -> TaskRow | None:

@@ -1,19 +1,16 @@
-"""The owner's side of connector-task approval (agents contract §1.13): pending list, decision.
+"""The owner's side of connector-task approval (agents contract §1.13): the pending list.
 
-A decision is one guarded update (``WHERE status = 'pending_approval'``): two decisions racing
-each other (two tabs, two nodes) leave exactly one, and the loser learns the current status.
+The decision itself is ``connector_tasks.decide`` (through the links' ``ConnectorTasks``
+service, so the device is woken wherever its link is).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from gateway.store import schema
-from gateway.store.connector_tasks import FAILED, PENDING_APPROVAL, QUEUED, TaskRow, get_for_user
+from gateway.store.connector_tasks import PENDING_APPROVAL, TaskRow, get_for_user
 
 TASKS = schema.connector_tasks
 DEVICES = schema.connector_devices
@@ -31,19 +28,4 @@ def pending_for_run(conn: Connection, user_id: int, run_id: str
     return [(TaskRow.from_row(row), row["device_name"] or "") for row in rows]
 
 
-def decide(conn: Connection, task_id: str, approved: bool, payload: dict[str, Any] | None,
-           actor: str, now: datetime, opinion: str = "") -> bool:
-    """``pending_approval -> queued`` (with ``payload`` when adjusted) or ``-> failed``."""
-    values: dict[str, Any] = {"updated_at": now}
-    if approved:
-        values["status"] = QUEUED
-        if payload is not None:
-            values["payload"] = payload
-    else:
-        values.update(status=FAILED, finished_at=now, error_message=(
-            f"denied by {actor}: {opinion}" if opinion else f"denied by {actor}"))
-    return bool(conn.execute(update(TASKS).where(
-        TASKS.c.id == task_id, TASKS.c.status == PENDING_APPROVAL).values(**values)).rowcount)
-
-
-__all__ = ["decide", "get_for_user", "pending_for_run"]
+__all__ = ["get_for_user", "pending_for_run"]

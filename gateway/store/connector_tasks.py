@@ -198,13 +198,24 @@ def statuses(conn: Connection, task_ids: list[str]) -> dict[str, str]:
 
 
 def decide(conn: Connection, task_id: str, approved: bool, denial: str,
-           now: datetime) -> TaskRow | None:
-    """``pending_approval -> queued`` (approved) or ``-> failed`` with ``denial``; ``None``
-    when the task was not awaiting a decision."""
+           now: datetime, payload: dict[str, Any] | None = None) -> TaskRow | None:
+    """``pending_approval -> queued`` (approved, with ``payload`` when the owner adjusted the
+    input) or ``-> failed`` with ``denial``; ``None`` when the task was not awaiting a
+    decision."""
     t = schema.connector_tasks
     values: dict[str, Any] = ({"status": QUEUED} if approved else
                               {"status": FAILED, "error_message": denial, "finished_at": now})
+    if approved and payload is not None:
+        values["payload"] = payload
     changed = conn.execute(update(t).where(
         t.c.id == task_id, t.c.status == PENDING_APPROVAL).values(
         **values, updated_at=now)).rowcount
     return get(conn, task_id) if changed else None
+
+
+def active_for_run(conn: Connection, run_id: str) -> list[TaskRow]:
+    """The run's tasks that are still active (a stop fails them and tells their devices)."""
+    t = schema.connector_tasks
+    rows = conn.execute(select(t).where(t.c.run_id == run_id, t.c.status.in_(ACTIVE))
+                        .order_by(t.c.created_at, t.c.id)).mappings()
+    return [TaskRow.from_row(row) for row in rows]

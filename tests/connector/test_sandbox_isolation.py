@@ -224,13 +224,30 @@ class BubblewrapTests(TestCase):
         again = await self.runner.start(sandbox_task("cleanup_cloud_sandbox"), None)
         self.assertTrue(again.success)
 
-    async def test_docker_policy_without_a_daemon_is_a_clear_error(self) -> None:
-        spec = {"image": "python:3.12-slim", "cpu_cores": "1", "memory_mb": 256, "disk_gb": 1,
-                "security_policy": {"runtime": "docker"}}
-        result = await self.runner.start(sandbox_task("run_command", spec=spec, command="id"), None)
-        self.assertEqual(result.error, NO_DAEMON)
+    async def test_docker_policy_without_a_daemon_falls_back_to_bubblewrap(self) -> None:
+        """§3.2's empty policy means docker; a host with no Docker daemon isolates with
+        bubblewrap instead -- still without network."""
+        listener = reactor.listenTCP(0, Factory.forProtocol(Protocol), interface="127.0.0.1")
+        self.addCleanup(listener.stopListening)
+        command = "echo $HOME; " + CONNECT.format(port=listener.getHost().port)
+        for policy in ({"runtime": "docker"}, {}):
+            spec = {"image": "python:3.12-slim", "cpu_cores": "1", "memory_mb": 256,
+                    "disk_gb": 1, "security_policy": policy}
+            runner = sandbox_runner(self, self.data, default_runtime="docker")
+            result = await runner.start(
+                sandbox_task("run_command", spec=spec, command=command), None)
+            self.assertFalse(result.success, result)
+            self.assertEqual(result.stdout, "/workspace\n", result)
+            self.assertRegex(result.stderr, "ConnectionRefusedError|Network is unreachable")
         self.assertNotIn("docker", self.runner.capabilities)
         self.assertIn("bubblewrap", self.runner.capabilities)
+
+    async def test_docker_policy_without_daemon_or_bubblewrap_is_a_clear_error(self) -> None:
+        spec = {"image": "python:3.12-slim", "cpu_cores": "1", "memory_mb": 256, "disk_gb": 1,
+                "security_policy": {"runtime": "docker"}}
+        runner = sandbox_runner(self, self.data, bwrap_path=os.path.join(self.data, "no-bwrap"))
+        result = await runner.start(sandbox_task("run_command", spec=spec, command="id"), None)
+        self.assertEqual(result.error, NO_DAEMON)
 
 
 class DockerCommandTests(TestCase):

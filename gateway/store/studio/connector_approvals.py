@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from gateway.store import connector_decisions, schema
+from gateway.store import connector_decisions, connector_tasks, schema
 from gateway.store.assistant.refused import Refused, missing
 from gateway.store.connector_tasks import PENDING_APPROVAL, QUEUED
 from gateway.store.studio import audit
@@ -63,8 +63,8 @@ def decide(conn: Connection, company: CompanyRow, user_id: int, task_id: str, ap
         a.c.advanced_chat_run_id != "")).first()
     if attempt is None:
         raise missing(NOT_THIS_STUDIO)
-    if task.status != PENDING_APPROVAL or not connector_decisions.decide(
-            conn, task_id, approved, None, "owner", now, OWNER_OPINION):
+    if task.status != PENDING_APPROVAL or connector_tasks.decide(
+            conn, task_id, approved, f"denied by owner: {OWNER_OPINION}", now) is None:
         current = connector_decisions.get_for_user(conn, user_id, task_id)
         raise Refused(409, DECIDED, {"status": current.status if current else task.status})
     status = QUEUED if approved else "failed"
