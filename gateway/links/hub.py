@@ -196,6 +196,11 @@ class LinkHub:
             self._resolve_local(task_id)
         self._publish({"op": "done", "task": task_id})
 
+    def check_done(self, task_id: str) -> None:
+        """Fire ``task_id``'s local waiters if its row is already terminal: a waiter registered
+        after the task ended (a fast device, a decision taken before the wait) still fires."""
+        self._resolve_local(task_id)
+
     def _resolve_local(self, task_id: str) -> None:
         if task_id in self._waiters:
             ensureDeferred(self._resolve(task_id)).addErrback(

@@ -139,6 +139,7 @@ class ConnectorTasks:
         """Fires with the terminal row; after ``timeout`` seconds from the task's creation the
         task fails with ``connector task timed out`` (and the device is told to stop)."""
         waiter = self.hub.wait_for(task.id)
+        self.hub.check_done(task.id)
         remaining = max(0.0, timeout - (self.hub.clock.seconds() - task.created_at.timestamp()))
 
         def expire() -> None:
