@@ -102,6 +102,7 @@ class GatewayCall(ABC):
         self._attempt_span: Span | None = None
         self.input_tokens = 0
         request.notifyFinish().addErrback(self._disconnected)
+        request.setHeader(b"x-request-id", self.log.request_id.encode())
 
     def _disconnected(self, _reason: Failure) -> None:
         self.client_gone = True
@@ -196,10 +197,12 @@ class GatewayCall(ABC):
         return [price(inputs.by_config[a.config_id], snapshot, group_ids, mode) for a in plan]
 
     async def _admit(self, caller: Caller, attempts: list[Priced], input_tokens: int,
-                     max_output: int | None) -> None:
-        """Reserve the worst case (402), then the primary user channel's limit (429)."""
+                     max_output: int | None, at_least: int | None = None) -> None:
+        """Reserve the worst case (402), then the primary user channel's limit (429).
+        ``at_least``: a larger worst case the caller knows of (a meta model's program)."""
         ctx = self.ctx
         amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
+        amount = max(amount, at_least or 0)
         self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
         await self._check_user_channel(caller, attempts[0].candidate.user_channel)
 

@@ -36,6 +36,7 @@ from gateway.protocols.request import ClientRequest, parse_client_request
 from gateway.protocols.sse import PING
 from gateway.protocols.translate import Translator, make_translator
 from gateway.v1.call import ClientLeft, GatewayCall, _Failover
+from gateway.v1.meta_resolution import route_meta
 from gateway.v1.request_io import read_body, write_json_bytes
 
 #: largest non-streamed upstream answer we buffer
@@ -62,9 +63,16 @@ class TextCall(GatewayCall):
         self.input_tokens = client_request.estimated_input_tokens
         model = normalize_model_name(client_request.model)
         self._check_model(caller, model)
-        attempts = await self._plan(caller, model)
+        meta = self.ctx.catalog.snapshot.meta_models.get(model)
+        routed = None if meta is None else await route_meta(self.ctx, caller, meta,
+                                                              client_request)
+        attempts = await self._plan(caller, routed.model if routed else model)
+        if routed is not None:
+            attempts = routed.priced(attempts)
+            routed.label(self.log)
         await self._admit(caller, attempts, client_request.estimated_input_tokens,
-                          client_request.max_output_tokens)
+                          client_request.max_output_tokens,
+                          routed.reserve_nanos if routed else None)
         await self._attempt_all(client_request, attempts)
 
     def _parse(self, body: bytes) -> ClientRequest:

@@ -1,0 +1,137 @@
+"""The "resolve meta-model" step of the /v1 text pipeline (console contract §6.3, §0).
+
+When the requested name is an enabled meta model, the key's ``allowed_models`` has already been
+checked against that name; here its program is evaluated against the request's variables and
+names the real model the request continues with, exactly as if the client had sent it
+(routing, failover, translation, limits are the ordinary ones).  This step also decides what
+the call reserves -- the worst case over every model the program can reach -- and what it
+bills: the resolved model's prices (``actual``) or the meta model's own (``meta``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from gateway import errors
+from gateway.auth import Caller
+from gateway.billing.estimate_reserve import reserve_amount_nanos
+from gateway.billing.money import from_nanos
+from gateway.billing.pricing import EffectivePrices
+from gateway.context import GatewayContext
+from gateway.metamodels.compiled import MetaModel
+from gateway.metamodels.evaluate import EvaluationError, resolve
+from gateway.metamodels.program import Judge, Parallel
+from gateway.metamodels.variables import request_variables
+from gateway.metamodels.worst_case import worst_case
+from gateway.metering import Priced, RequestLog, price, reserve_for
+from gateway.protocols.request import ClientRequest
+from gateway.store.meta_models import account_numbers
+from gateway.v1.call import routing_inputs
+
+#: variables whose values live in the database, read only by programs that use them
+ACCOUNT_VARIABLES = frozenset({"user.balance", "api_key.quota_remaining"})
+ONE = Decimal(1)
+
+
+@dataclass(frozen=True)
+class MetaRoute:
+    """What the program decided for one request."""
+
+    meta: MetaModel
+    #: the real model the request continues with
+    model: str
+    #: what to reserve: the worst case over every model the program can reach
+    reserve_nanos: int
+
+    def priced(self, attempts: Sequence[Priced]) -> list[Priced]:
+        """The attempts as billed: unchanged in ``actual`` mode; in ``meta`` mode every one
+        bills the meta model's own prices (no multipliers) while the upstream still gets the
+        resolved model."""
+        if not self.meta.bills_meta:
+            return list(attempts)
+        return [Priced(p.candidate, _meta_effective(self.meta), self.meta.prices)
+                for p in attempts]
+
+    def label(self, log: RequestLog) -> None:
+        """Usage-log names: ``actual`` logs the real model with the meta name beside it;
+        ``meta`` logs the meta name (the config id still says which model served it)."""
+        log.meta_model_name = self.meta.model_name
+        if not self.meta.bills_meta:
+            log.model_name = self.model
+
+
+def _meta_effective(meta: MetaModel) -> EffectivePrices:
+    base = {"input_price": meta.prices.input, "output_price": meta.prices.output,
+            "cached_input_price": meta.prices.cached_input}
+    return EffectivePrices(base=base, group_multiplier=ONE, user_channel_multiplier=ONE,
+                           prices=dict(base))
+
+
+async def route_meta(ctx: GatewayContext, caller: Caller, meta: MetaModel,
+                     client_request: ClientRequest,
+                     draw: Callable[[], float] = random.random) -> MetaRoute:
+    """Evaluate ``meta``'s program for this request: 400 (in the family's shape, by the
+    caller) when it cannot decide."""
+    variables = await _variables(ctx, caller, meta, client_request)
+    try:
+        step = resolve(meta.program.root, variables, draw)
+    except EvaluationError as exc:
+        raise errors.invalid_request(f"Meta model {meta.model_name}: {exc}") from None
+    if isinstance(step, Parallel):
+        raise errors.invalid_request("parallel meta model execution is not implemented yet")
+    if isinstance(step, Judge):
+        raise errors.invalid_request("judge meta model execution is not implemented yet")
+    return MetaRoute(meta, step.model, _reserve(ctx, caller, meta, client_request))
+
+
+async def _variables(ctx: GatewayContext, caller: Caller, meta: MetaModel,
+                     client_request: ClientRequest) -> dict[str, Any]:
+    variables = request_variables(client_request.body, len(client_request.raw))
+    # the stream flag of a model-action call is in its path, not its body
+    variables["request.stream"] = client_request.stream
+    user, key = caller.user, caller.key
+    group = ctx.catalog.snapshot.groups.get(user.primary_group_id)
+    personal = ctx.settings.text("system_mode") == "personal"
+    quota_limit = key.quota_limit_nanos if key is not None else 0
+    variables.update({
+        "user.id": Decimal(user.id),
+        "user.is_admin": user.is_admin,
+        "user.group": group.name if group is not None else "",
+        "api_key.name": key.name if key is not None else "",
+        "api_key.quota_limit": (Decimal(-1) if personal else
+                                from_nanos(quota_limit) if quota_limit > 0 else Decimal(0)),
+    })
+    if meta.variables & ACCOUNT_VARIABLES:
+        balance, spent = await ctx.db.transaction(account_numbers, user.id, caller.key_id)
+        remaining = (from_nanos(max(quota_limit - spent, 0))
+                     if spent is not None and quota_limit > 0 else Decimal(0))
+        variables["user.balance"] = Decimal(-1) if personal else from_nanos(balance)
+        variables["api_key.quota_remaining"] = Decimal(-1) if personal else remaining
+    return variables
+
+
+def _reserve(ctx: GatewayContext, caller: Caller, meta: MetaModel,
+             client_request: ClientRequest) -> int:
+    input_tokens, max_output = (client_request.estimated_input_tokens,
+                                client_request.max_output_tokens)
+    if meta.bills_meta:
+        return reserve_amount_nanos(meta.prices, input_tokens, max_output,
+                                    default_output_reserve=ctx.default_output_reserve)
+    snapshot = ctx.catalog.snapshot
+    group_ids = caller.user.active_group_ids(ctx.now())
+    key_channels = caller.key.allowed_user_channels if caller.key else ()
+    mode = ctx.settings.text("group_multiplier_mode")
+
+    def cost_of(model: str) -> int | None:
+        inputs = routing_inputs(snapshot, model, caller.user.id, group_ids, key_channels)
+        if inputs is None:
+            return None
+        return reserve_for([price(c, snapshot, group_ids, mode)
+                            for c in inputs.by_config.values()],
+                           input_tokens, max_output, ctx.default_output_reserve)
+
+    return worst_case(meta.program.root, cost_of)
