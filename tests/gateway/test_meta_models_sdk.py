@@ -267,3 +267,55 @@ class EvaluationErrorTests(MetaModelCase):
         assert caught.exception.code == 400
         assert caught.exception.status == "INVALID_ARGUMENT"
         assert self.fake.request_count == 0
+
+
+class ListingTests(MetaModelCase):
+    """Contract §0, "Meta models in listings"."""
+
+    async def listings(self) -> dict[str, Any]:
+        client = self.openai_client()
+        v1 = [m.id for m in await self.in_thread(client.models.list)]
+        public = (await self.call("GET", "/api/public/models")).json()
+        catalog = (await self.call("GET", "/api/user/catalog", token=self.user_token)).json()
+        pricing = (await self.call("GET", "/api/pricing")).json()["data"]
+        return {"v1": v1, "public": {m["model_name"]: m for m in public},
+                "catalog": catalog, "pricing": pricing}
+
+    async def test_meta_models_are_listed_and_hide_what_they_are_told(self) -> None:
+        await self.setup_meta(expose_referenced_models=False)
+        await self.ctx.live_settings.save({"pricing_endpoint_enabled": "true"}, self.ctx.now())
+        other = await self.catalog.model("gpt-other", input="1", output="1")
+        await self.catalog.config(self.channel_id, other)
+        await self.catalog.announce()
+        seen = await self.listings()
+        assert seen["v1"] == ["auto", "gpt-other"]
+        assert sorted(seen["public"]) == ["auto", "gpt-other"]
+        assert seen["catalog"]["models"] == ["auto", "gpt-other"]
+        assert sorted(seen["pricing"]["input_price"]) == ["auto", "gpt-other"]
+        auto = seen["public"]["auto"]
+        assert auto["is_meta_model"] is True and auto["input_price"] is None
+        assert auto["provider_name"] == "Meta Module" and auto["user_channels"] == []
+        assert seen["catalog"]["prices"]["auto"]["input_price"] is None
+        assert seen["pricing"]["input_price"]["auto"] is None
+        # a second meta model (meta billing) exposes gpt-fake again: either one exposing wins
+        pinned = await self.create_meta('call "gpt-fake"', name="pinned", billing_mode="meta",
+                                        input_price=META_INPUT, output_price=META_OUTPUT)
+        seen = await self.listings()
+        assert seen["v1"] == ["auto", "gpt-fake", "gpt-other", "pinned"]
+        assert sorted(seen["public"]) == ["auto", "gpt-fake", "gpt-other", "pinned"]
+        assert seen["public"]["pinned"]["input_price"] == META_INPUT
+        assert seen["public"]["pinned"]["output_price"] == META_OUTPUT
+        assert seen["catalog"]["prices"]["pinned"]["output_price"] == META_OUTPUT
+        # /api/pricing halves token prices (its exposure convention), meta ones too
+        assert seen["pricing"]["input_price"]["pinned"] == "250"
+        assert "gpt-big" not in seen["pricing"]["base_input_price"]
+        # hidden, yet callable by name
+        assert (await self.chat("hi", model="gpt-big")).status_code == 200
+        # a disabled meta model is in no listing, and no longer hides anything
+        await self.call("PUT", f"/api/meta-models/{pinned['id']}",
+                        {"name": "pinned", "dsl": 'call "gpt-fake"', "enabled": False},
+                        token=self.admin_token)
+        seen = await self.listings()
+        assert seen["v1"] == ["auto", "gpt-other"]
+        assert "pinned" not in seen["public"] and "pinned" not in seen["catalog"]["prices"]
+        assert "pinned" not in seen["pricing"]["input_price"]
