@@ -15,9 +15,9 @@ from typing import Any
 from gateway.billing.cost import PriceSet
 from gateway.billing.money import from_nanos
 from gateway.metamodels.checks import conditions
-from gateway.metamodels.evaluate import referenced_models
+from gateway.metamodels.evaluate import actions, referenced_models
 from gateway.metamodels.parser import parse
-from gateway.metamodels.program import Program
+from gateway.metamodels.program import Judge, Parallel, Program
 
 ACTUAL, META = "actual", "meta"
 
@@ -42,6 +42,8 @@ class MetaModel:
     referenced: tuple[str, ...]
     #: every variable a condition reads (the account ones cost a lookup, so only when read)
     variables: frozenset[str]
+    #: whether a ``parallel`` or ``judge`` makes the program call more than one model
+    fans_out: bool = False
 
     @property
     def bills_meta(self) -> bool:
@@ -74,4 +76,5 @@ def compile_meta(row: Mapping[str, Any]) -> MetaModel:
         billing_mode=mode, prices=prices, program=program,
         referenced=tuple(referenced_models(program)),
         variables=frozenset(condition.left for condition, _ in conditions(program.root)),
+        fans_out=any(isinstance(action, (Parallel, Judge)) for action in actions(program.root)),
     )

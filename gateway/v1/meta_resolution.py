@@ -11,26 +11,25 @@ bills: the resolved model's prices (``actual``) or the meta model's own (``meta`
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from gateway import errors
 from gateway.auth import Caller
-from gateway.billing.estimate_reserve import reserve_amount_nanos
 from gateway.billing.money import from_nanos
 from gateway.billing.pricing import EffectivePrices
+from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.context import GatewayContext
 from gateway.metamodels.compiled import MetaModel
 from gateway.metamodels.evaluate import EvaluationError, resolve
 from gateway.metamodels.program import Judge, Parallel
 from gateway.metamodels.variables import request_variables
-from gateway.metamodels.worst_case import worst_case
-from gateway.metering import Priced, RequestLog, price, reserve_for
+from gateway.metering import Priced, RequestLog
 from gateway.protocols.request import ClientRequest
 from gateway.store.meta_models import account_numbers
-from gateway.v1.call import routing_inputs
+from gateway.v1.meta_reserve import MetaReserve
 
 #: variables whose values live in the database, read only by programs that use them
 ACCOUNT_VARIABLES = frozenset({"user.balance", "api_key.quota_remaining"})
@@ -90,23 +89,14 @@ async def route_meta(ctx: GatewayContext, caller: Caller, meta: MetaModel,
 
 async def _variables(ctx: GatewayContext, caller: Caller, meta: MetaModel,
                      client_request: ClientRequest) -> dict[str, Any]:
-    variables = request_variables(client_request.body, len(client_request.raw))
-    # the stream flag of a model-action call is in its path, not its body
-    variables["request.stream"] = client_request.stream
-    user, key = caller.user, caller.key
-    group = ctx.catalog.snapshot.groups.get(user.primary_group_id)
     personal = ctx.settings.text("system_mode") == "personal"
-    quota_limit = key.quota_limit_nanos if key is not None else 0
-    variables.update({
-        "user.id": Decimal(user.id),
-        "user.is_admin": user.is_admin,
-        "user.group": group.name if group is not None else "",
-        "api_key.name": key.name if key is not None else "",
-        "api_key.quota_limit": (Decimal(-1) if personal else
-                                from_nanos(quota_limit) if quota_limit > 0 else Decimal(0)),
-    })
+    variables = call_variables(ctx.catalog.snapshot, caller, client_request, personal,
+                               meta.variables)
     if meta.variables & ACCOUNT_VARIABLES:
-        balance, spent = await ctx.db.transaction(account_numbers, user.id, caller.key_id)
+        key = caller.key
+        quota_limit = key.quota_limit_nanos if key is not None else 0
+        balance, spent = await ctx.db.transaction(account_numbers, caller.user.id,
+                                                  caller.key_id)
         remaining = (from_nanos(max(quota_limit - spent, 0))
                      if spent is not None and quota_limit > 0 else Decimal(0))
         variables["user.balance"] = Decimal(-1) if personal else from_nanos(balance)
@@ -114,24 +104,45 @@ async def _variables(ctx: GatewayContext, caller: Caller, meta: MetaModel,
     return variables
 
 
+def _group(snapshot: CatalogSnapshot, caller: Caller) -> str:
+    group = snapshot.groups.get(caller.user.primary_group_id)
+    return group.name if group is not None else ""
+
+
+def _quota_limit(caller: Caller, personal: bool) -> Decimal:
+    limit = caller.key.quota_limit_nanos if caller.key is not None else 0
+    return Decimal(-1) if personal else from_nanos(limit) if limit > 0 else Decimal(0)
+
+
+#: the caller's variables of §6.3 (the two in ``ACCOUNT_VARIABLES`` are read by ``_variables``)
+_CALLER: dict[str, Callable[[CatalogSnapshot, Caller, bool], Any]] = {
+    "user.id": lambda snapshot, caller, personal: Decimal(caller.user.id),
+    "user.is_admin": lambda snapshot, caller, personal: caller.user.is_admin,
+    "user.group": lambda snapshot, caller, personal: _group(snapshot, caller),
+    "api_key.name": lambda snapshot, caller, personal: (
+        caller.key.name if caller.key is not None else ""),
+    "api_key.quota_limit": lambda snapshot, caller, personal: _quota_limit(caller, personal),
+}
+
+
+def call_variables(snapshot: CatalogSnapshot, caller: Caller, client_request: ClientRequest,
+                   personal: bool, wanted: Iterable[str] | None = None) -> dict[str, Any]:
+    """The variables of §6.3 but the two read from the database (``ACCOUNT_VARIABLES``);
+    only those in ``wanted`` when given (what the program reads: each one costs)."""
+    names = list(_CALLER) if wanted is None else [n for n in wanted if n in _CALLER]
+    variables = request_variables(client_request.body, len(client_request.raw), wanted)
+    # the stream flag of a model-action call is in its path, not its body
+    variables["request.stream"] = client_request.stream
+    for name in names:
+        variables[name] = _CALLER[name](snapshot, caller, personal)
+    return variables
+
+
 def _reserve(ctx: GatewayContext, caller: Caller, meta: MetaModel,
              client_request: ClientRequest) -> int:
-    input_tokens, max_output = (client_request.estimated_input_tokens,
-                                client_request.max_output_tokens)
-    if meta.bills_meta:
-        return reserve_amount_nanos(meta.prices, input_tokens, max_output,
-                                    default_output_reserve=ctx.default_output_reserve)
-    snapshot = ctx.catalog.snapshot
-    group_ids = caller.user.active_group_ids(ctx.now())
-    key_channels = caller.key.allowed_user_channels if caller.key else ()
-    mode = ctx.settings.text("group_multiplier_mode")
-
-    def cost_of(model: str) -> int | None:
-        inputs = routing_inputs(snapshot, model, caller.user.id, group_ids, key_channels)
-        if inputs is None:
-            return None
-        return reserve_for([price(c, snapshot, group_ids, mode)
-                            for c in inputs.by_config.values()],
-                           input_tokens, max_output, ctx.default_output_reserve)
-
-    return worst_case(meta.program.root, cost_of)
+    reserve = MetaReserve(
+        ctx.catalog.snapshot, caller.user.id, caller.user.active_group_ids(ctx.now()),
+        caller.key.allowed_user_channels if caller.key else (),
+        ctx.settings.text("group_multiplier_mode"))
+    return reserve.nanos(meta, client_request.estimated_input_tokens,
+                         client_request.max_output_tokens, ctx.default_output_reserve)
