@@ -11,7 +11,7 @@ import contextlib
 import random
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from gateway.channels.relay import StreamWriter
 from gateway.channels.upstream_failure import report_status, report_transport
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
+from gateway.ledger.settlement import SettlementRecord
 from gateway.ledger.wallet import PaymentRequired, Reservation, WalletUnavailable
 from gateway.limits import UserChannelLimit, Verdict, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
@@ -86,6 +87,9 @@ class GatewayCall(ABC):
         self.reservation: Reservation | None = None
         self.writer: StreamWriter | None = None
         self.extra_headers: dict[str, str] = {}
+        #: turns the final record into the client's row (a meta model's fan-out, which
+        #: queues its final call's own row first)
+        self.split_record: Callable[[SettlementRecord], SettlementRecord] | None = None
         self.client_gone = False
         #: set when a stopping process ends this call at the end of its grace period
         self.cut_by_shutdown = False
@@ -201,9 +205,10 @@ class GatewayCall(ABC):
         """Reserve the worst case (402), then the primary user channel's limit (429).
         ``at_least``: a larger worst case the caller knows of (a meta model's program)."""
         ctx = self.ctx
-        amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
-        amount = max(amount, at_least or 0)
-        self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
+        if self.reservation is None:  # a meta model's fan-out reserved before its sub-calls
+            amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
+            amount = max(amount, at_least or 0)
+            self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
         await self._check_user_channel(caller, attempts[0].candidate.user_channel)
 
     async def _check_user_channel(self, caller: Caller, primary: UserChannel) -> None:
@@ -316,8 +321,10 @@ class GatewayCall(ABC):
             return  # never authenticated: nothing to bill, nothing to log against a user
         if self.log.status == 429 and self.reservation is None:
             return  # a refused flood must not turn into a flood of log rows
-        ctx.settler.settle_and_forget(self.reservation,
-                                      self.log.record(ctx.clock.seconds(), ctx.now()))
+        record = self.log.record(ctx.clock.seconds(), ctx.now())
+        if self.split_record is not None:
+            record = self.split_record(record)
+        ctx.settler.settle_and_forget(self.reservation, record)
 
 
 #: verdicts of ``check_url`` per (url, the three settings it reads): the same few channel URLs

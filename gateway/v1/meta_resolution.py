@@ -11,29 +11,33 @@ bills: the resolved model's prices (``actual``) or the meta model's own (``meta`
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway import errors
 from gateway.auth import Caller
 from gateway.billing.money import from_nanos
-from gateway.billing.pricing import EffectivePrices
 from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.context import GatewayContext
 from gateway.metamodels.compiled import MetaModel
 from gateway.metamodels.evaluate import EvaluationError, resolve
-from gateway.metamodels.program import Judge, Parallel
+from gateway.metamodels.program import Call
 from gateway.metamodels.variables import request_variables
-from gateway.metering import Priced, RequestLog
+from gateway.metering import Priced
 from gateway.protocols.request import ClientRequest
 from gateway.store.meta_models import account_numbers
+from gateway.v1.call import GatewayCall, reserve_or_refuse
+from gateway.v1.meta_billing import meta_priced
+from gateway.v1.meta_fanout import FanOut, ProgramRun
 from gateway.v1.meta_reserve import MetaReserve
+
+if TYPE_CHECKING:
+    from gateway.v1.text_route import TextCall
 
 #: variables whose values live in the database, read only by programs that use them
 ACCOUNT_VARIABLES = frozenset({"user.balance", "api_key.quota_remaining"})
-ONE = Decimal(1)
 
 
 @dataclass(frozen=True)
@@ -41,50 +45,58 @@ class MetaRoute:
     """What the program decided for one request."""
 
     meta: MetaModel
-    #: the real model the request continues with
-    model: str
+    #: the real model the request continues with (None: ``deliver`` answers instead)
+    model: str | None
     #: what to reserve: the worst case over every model the program can reach
     reserve_nanos: int
+    #: the request the call continues with (a ``synthesize`` adds the candidates' answers)
+    request: ClientRequest
+    #: a ``judge`` or ``parallel`` ran sub-calls: the final row is split at settlement
+    fan_out: FanOut | None = None
+    #: a hedged ``parallel``: relays the winning call's answer
+    deliver: Callable[[], Coroutine[Any, Any, None]] | None = None
 
     def priced(self, attempts: Sequence[Priced]) -> list[Priced]:
         """The attempts as billed: unchanged in ``actual`` mode; in ``meta`` mode every one
         bills the meta model's own prices (no multipliers) while the upstream still gets the
         resolved model."""
-        if not self.meta.bills_meta:
-            return list(attempts)
-        return [Priced(p.candidate, _meta_effective(self.meta), self.meta.prices)
-                for p in attempts]
+        return [meta_priced(self.meta, p) for p in attempts]
 
-    def label(self, log: RequestLog) -> None:
-        """Usage-log names: ``actual`` logs the real model with the meta name beside it;
-        ``meta`` logs the meta name (the config id still says which model served it)."""
-        log.meta_model_name = self.meta.model_name
-        if not self.meta.bills_meta:
-            log.model_name = self.model
+    def apply(self, call: GatewayCall) -> ClientRequest:
+        """Label the call's usage-log row; the request the call continues with.
 
-
-def _meta_effective(meta: MetaModel) -> EffectivePrices:
-    base = {"input_price": meta.prices.input, "output_price": meta.prices.output,
-            "cached_input_price": meta.prices.cached_input}
-    return EffectivePrices(base=base, group_multiplier=ONE, user_channel_multiplier=ONE,
-                           prices=dict(base))
+        A single call logs the real model with the meta name beside it (``actual``) or the
+        meta name (``meta``; the config id still says which model served it).  After
+        sub-calls the client's row carries the meta name and the final call gets its own
+        sub-call row (``FanOut.split``).
+        """
+        call.log.meta_model_name = self.meta.model_name
+        if self.fan_out is not None:
+            call.split_record = self.fan_out.split
+        elif not self.meta.bills_meta and self.model is not None:
+            call.log.model_name = self.model
+        return self.request
 
 
-async def route_meta(ctx: GatewayContext, caller: Caller, meta: MetaModel,
+async def route_meta(call: TextCall, caller: Caller, meta: MetaModel,
                      client_request: ClientRequest,
                      draw: Callable[[], float] = random.random) -> MetaRoute:
     """Evaluate ``meta``'s program for this request: 400 (in the family's shape, by the
-    caller) when it cannot decide."""
+    caller) when it cannot decide.  A ``judge`` or ``parallel`` reserves first, then makes
+    its sub-calls (``meta_fanout``)."""
+    ctx = call.ctx
     variables = await _variables(ctx, caller, meta, client_request)
     try:
         step = resolve(meta.program.root, variables, draw)
     except EvaluationError as exc:
         raise errors.invalid_request(f"Meta model {meta.model_name}: {exc}") from None
-    if isinstance(step, Parallel):
-        raise errors.invalid_request("parallel meta model execution is not implemented yet")
-    if isinstance(step, Judge):
-        raise errors.invalid_request("judge meta model execution is not implemented yet")
-    return MetaRoute(meta, step.model, _reserve(ctx, caller, meta, client_request))
+    reserve = _reserve(ctx, caller, meta, client_request)
+    if isinstance(step, Call):
+        return MetaRoute(meta, step.model, reserve, client_request)
+    call.reservation = await reserve_or_refuse(ctx, call.log.request_id, caller, reserve)
+    run = ProgramRun(call, caller, meta, client_request, variables, draw)
+    result = await run.run(step)
+    return MetaRoute(meta, result.model, reserve, result.request, run.fan_out, result.deliver)
 
 
 async def _variables(ctx: GatewayContext, caller: Caller, meta: MetaModel,

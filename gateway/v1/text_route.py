@@ -64,12 +64,14 @@ class TextCall(GatewayCall):
         model = normalize_model_name(client_request.model)
         self._check_model(caller, model)
         meta = self.ctx.catalog.snapshot.meta_models.get(model)
-        routed = None if meta is None else await route_meta(self.ctx, caller, meta,
-                                                              client_request)
-        attempts = await self._plan(caller, routed.model if routed else model)
+        routed = None if meta is None else await route_meta(self, caller, meta, client_request)
+        if routed is not None:
+            client_request = routed.apply(self)
+            if routed.deliver is not None:  # a hedged parallel's winner
+                return await routed.deliver()
+        attempts = await self._plan(caller, routed.model or model if routed else model)
         if routed is not None:
             attempts = routed.priced(attempts)
-            routed.label(self.log)
         await self._admit(caller, attempts, client_request.estimated_input_tokens,
                           client_request.max_output_tokens,
                           routed.reserve_nanos if routed else None)

@@ -15,6 +15,8 @@ import openai
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
 
 from gateway.billing.money import to_nanos
 from gateway.store import schema
@@ -138,6 +140,22 @@ class ExecutionTests(MetaModelCase):
         assert row["is_stream"] and row["model_name"] == "gpt-big"
         prompt = count_prompt_tokens(self.fake.requests[0].body)
         assert row["cost_nanos"] == cost_nanos(prompt, 3, BIG_INPUT, BIG_OUTPUT)
+
+    async def test_the_resolved_model_fails_over_like_a_named_one(self) -> None:
+        await self.setup_meta()
+        # a preferred channel for gpt-big that fails with 500: the next candidate answers
+        failing = await self.catalog.channel(self.uc_id, "flaky", base_url=self.fake.base_url,
+                                             priority=10)
+        big = (await self.ctx.db.transaction(lambda conn: conn.execute(
+            schema.models.select().where(schema.models.c.model_name == "gpt-big")
+        ).mappings().one()))["id"]
+        await self.catalog.config(failing, big, upstream="gpt-big+fail-500")
+        await self.catalog.announce()
+        reply = await self.chat(LONG)
+        assert reply.parse().choices[0].message.content == TEXT
+        assert self.upstream_models() == ["gpt-big+fail-500", "gpt-big"]
+        (row,) = await self.usage_rows()
+        assert row["status"] == 0 and row["channel_id"] == self.channel_id
 
     async def test_anthropic_sdk_plain_and_streamed(self) -> None:
         await self.setup_meta()
@@ -319,3 +337,140 @@ class ListingTests(MetaModelCase):
         assert seen["v1"] == ["auto", "gpt-other"]
         assert "pinned" not in seen["public"] and "pinned" not in seen["catalog"]["prices"]
         assert "pinned" not in seen["pricing"]["input_price"]
+
+
+class FanOutTests(MetaModelCase):
+    """``judge`` and ``parallel`` (contract §6.3.1): sub-call rows ``<id>.<n>``, the client's
+    own row under the meta name, and who pays what in each billing mode."""
+
+    async def setup_fan_out(self, dsl: str, **meta: Any) -> None:
+        await self.setup_meta(name="plain")
+        # distinct answers per model: gpt-two answers "tok0 tok1 " (2 chunks)
+        for name, upstream in (("gpt-two", "gpt-two+chunks-2"),
+                               ("gpt-slow", "gpt-slow+slow-first-byte-8"),
+                               ("gpt-fail", "gpt-fail+fail-400")):
+            model = await self.catalog.model(name, input=BIG_INPUT, output=BIG_OUTPUT)
+            await self.catalog.config(self.channel_id, model, upstream=upstream)
+        await self.catalog.announce()
+        await self.create_meta(dsl, **meta)
+
+    def sub_costs(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Each upstream request's cost at its model's prices (3 or 2 output tokens)."""
+        costs = []
+        for request in self.fake.requests:
+            model = request.body["model"]
+            chunks = 2 if "chunks-2" in model else 3
+            prompt = count_prompt_tokens(request.body)
+            prices = ((INPUT_PRICE, OUTPUT_PRICE) if model == "gpt-fake"
+                      else (BIG_INPUT, BIG_OUTPUT))
+            costs.append(cost_nanos(prompt, chunks, *prices))
+        return costs
+
+    async def test_judge_classifies_then_routes_actual_mode_bills_every_call(self) -> None:
+        await self.setup_fan_out(
+            'judge "gpt-two" { prompt "Is it code?"\n route {\n'
+            '  when judge.answer == "tok0 tok1" => call "gpt-big"\n'
+            '  otherwise => call "gpt-fake" } }')
+        before = await self.balance_nanos(self.user_id)
+        reply = await self.chat("hello there")
+        assert reply.parse().choices[0].message.content == TEXT
+        sent = self.fake.requests
+        assert [r.body["model"] for r in sent] == ["gpt-two+chunks-2", "gpt-big"]
+        assert sent[0].body["messages"] == [{"role": "user",
+                                             "content": "Is it code?\n\nhello there"}]
+        rows = await self.usage_rows()
+        client_id = reply.headers["x-request-id"]
+        by_id = {r["request_id"]: r for r in rows}
+        assert sorted(by_id) == [client_id, f"{client_id}.1", f"{client_id}.2"]
+        judge, final, own = by_id[f"{client_id}.1"], by_id[f"{client_id}.2"], by_id[client_id]
+        assert (judge["model_name"], final["model_name"], own["model_name"]) == (
+            "gpt-two", "gpt-big", "auto")
+        expected = self.sub_costs(rows)
+        assert [judge["cost_nanos"], final["cost_nanos"]] == expected
+        assert own["cost_nanos"] == 0 and own["output_tokens"] == final["output_tokens"] == 3
+        assert await self.balance_nanos(self.user_id) == before - sum(expected)
+        await self.verify_ledger()
+
+    async def test_synthesize_asks_every_model_then_the_synthesizer_meta_mode(self) -> None:
+        await self.setup_fan_out('parallel { call "gpt-two"; call "gpt-fake" } '
+                                 'synthesize "gpt-big"', billing_mode="meta",
+                                 input_price=META_INPUT, output_price=META_OUTPUT)
+        before = await self.balance_nanos(self.user_id)
+        client = self.openai_client()
+
+        def run() -> list[Any]:
+            return list(client.chat.completions.create(
+                model="auto", messages=[{"role": "user", "content": "hi"}], stream=True))
+
+        chunks = await self.in_thread(run)
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == TEXT
+        sent = self.fake.requests
+        assert sorted(r.body["model"] for r in sent[:2]) == ["gpt-fake", "gpt-two+chunks-2"]
+        assert all("stream" not in r.body for r in sent[:2])  # candidates are not streamed
+        synthesis = sent[2].body
+        assert synthesis["model"] == "gpt-big" and synthesis["stream"] is True
+        assert synthesis["messages"][-1] == {"role": "user", "content": (
+            "Synthesize one answer to the conversation above from these candidate answers:"
+            "\n\n[gpt-two]\ntok0 tok1 \n\n[gpt-fake]\ntok0 tok1 tok2 ")}
+        rows = await self.usage_rows()
+        own = next(r for r in rows if "." not in r["request_id"])
+        subs = sorted((r for r in rows if "." in r["request_id"]),
+                      key=lambda r: r["request_id"])
+        assert [r["request_id"].rsplit(".", 1)[1] for r in subs] == ["1", "2", "3"]
+        assert [r["model_name"] for r in subs] == ["gpt-two", "gpt-fake", "gpt-big"]
+        # meta mode: the sub-calls cost 0 but keep their tokens; the client pays the meta
+        # price of the final answer
+        assert [r["cost_nanos"] for r in subs] == [0, 0, 0]
+        assert [r["output_tokens"] for r in subs] == [2, 3, 3]
+        prompt = count_prompt_tokens(synthesis)
+        assert own["model_name"] == "auto" and own["input_tokens"] == prompt
+        assert own["cost_nanos"] == cost_nanos(prompt, 3, META_INPUT, META_OUTPUT)
+        assert await self.balance_nanos(self.user_id) == before - own["cost_nanos"]
+        await self.verify_ledger()
+
+    async def test_hedged_parallel_first_answer_wins_loser_socket_closed(self) -> None:
+        await self.setup_fan_out('parallel { call "gpt-slow"; call "gpt-two" }')
+        reply = await self.chat("hi")
+        started = reactor.seconds()
+        assert reply.parse().choices[0].message.content == "tok0 tok1 "
+        # the slow call's socket is closed at once (its answer was 8 s away)
+        while self.fake.streams_cancelled < 1:
+            assert reactor.seconds() - started < 1
+            await deferLater(reactor, 0.02, lambda: None)
+        rows = await self.usage_rows()
+        client_id = reply.headers["x-request-id"]
+        by_id = {r["request_id"]: r for r in rows}
+        slow, fast, own = by_id[f"{client_id}.1"], by_id[f"{client_id}.2"], by_id[client_id]
+        assert (slow["model_name"], slow["status"], slow["cost_nanos"]) == ("gpt-slow", 499, 0)
+        prompt = count_prompt_tokens(self.fake.requests[1].body)
+        assert fast["model_name"] == "gpt-two"
+        assert fast["cost_nanos"] == cost_nanos(prompt, 2, BIG_INPUT, BIG_OUTPUT)
+        assert own["cost_nanos"] == 0 and own["model_name"] == "auto"
+        await self.verify_ledger()
+
+    async def test_hedged_stream_relays_the_first_started_answer(self) -> None:
+        await self.setup_fan_out('parallel { call "gpt-slow"; call "gpt-two" }')
+        client = anthropic.Anthropic(api_key=self.api_key, base_url=self.base, max_retries=0,
+                                     timeout=20)
+        self.addCleanup(client.close)
+
+        def run() -> str:
+            with client.messages.stream(model="auto", max_tokens=50,
+                                        messages=[{"role": "user", "content": "hi"}]) as s:
+                return "".join(s.text_stream)
+
+        assert await self.in_thread(run) == "tok0 tok1 "
+        rows = await self.usage_rows()
+        own = next(r for r in rows if "." not in r["request_id"])
+        assert own["is_stream"] and own["output_tokens"] == 2
+        assert sorted((r["model_name"], r["status"]) for r in rows if r is not own) == [
+            ("gpt-slow", 499), ("gpt-two", 0)]
+        assert self.fake.streams_cancelled == 1
+
+    async def test_every_parallel_call_failing_answers_the_first_error(self) -> None:
+        await self.setup_fan_out('parallel { call "gpt-fail"; call "gpt-fail" }')
+        with self.assertRaises(openai.BadRequestError):
+            await self.chat("hi")
+        rows = await self.usage_rows()
+        assert sorted(r["status"] for r in rows) == [400, 400, 400]
+        assert all(r["cost_nanos"] == 0 for r in rows)

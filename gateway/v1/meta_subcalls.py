@@ -1,0 +1,231 @@
+"""The upstream calls a meta model's ``parallel`` or ``judge`` makes (console contract §6.3.1).
+
+Each sub-call is an ordinary metered call of one model: the caller's candidates for it,
+failover before anything was read, the user channel's rate limit, the SSRF check, channel
+health -- and its own usage-log row ``<client request id>.<n>`` (n in start order) carrying
+the called model.  In ``actual`` billing mode that row carries the call's cost; in ``meta``
+mode it costs 0 and keeps the token counts (the client's own row carries the meta price).
+The client's reservation already holds the worst case of every call the program can make, so
+a sub-call reserves nothing of its own.
+
+A sub-call answers either whole (``run``: the body read and translated to the client's
+family) or as soon as the upstream starts a successful answer (``open``: a hedged stream,
+whose winner the client call relays).  ``cancel`` closes every upstream socket still open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from gateway import errors, routing
+from gateway.auth import Caller
+from gateway.channels.channel_types import normalise_channel_type
+from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError, UpstreamResponse
+from gateway.channels.upstream_failure import report_status, report_transport
+from gateway.channels.upstream_url import join, json_headers
+from gateway.errors import GatewayError
+from gateway.limits import UserChannelLimit
+from gateway.metamodels.compiled import MetaModel
+from gateway.metering import Priced, RequestLog, fallback_usage
+from gateway.protocols.answer_text import answer_text
+from gateway.protocols.errors import ProtocolError, UpstreamFormatError
+from gateway.protocols.estimate import estimate_tokens
+from gateway.protocols.request import ClientRequest
+from gateway.protocols.translate import Translator, make_translator
+from gateway.v1.call import GatewayCall, guard_url, limiter_verdict, upstream_header
+
+#: largest sub-call answer read (as the text route's non-stream limit)
+MAX_ANSWER = 64 << 20
+CANCELLED = "cancelled: another call of the meta model answered first"
+
+
+class _Retry(Exception):
+    """This candidate failed before anything was read: try the next one."""
+
+    def __init__(self, error: GatewayError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+@dataclass
+class SubAnswer:
+    """What one sub-call got: an answer (whole, or a started stream) or the error."""
+
+    number: int
+    model: str
+    log: RequestLog
+    error: GatewayError | None = None
+    #: whole answers: the client-family body and its text
+    body: bytes = b""
+    text: str = ""
+    #: started streams: what the client call needs to relay it
+    priced: Priced | None = None
+    translator: Translator | None = None
+    response: UpstreamResponse | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class SubCalls:
+    """The sub-calls of one client call: numbering, execution, settlement, cancellation."""
+
+    def __init__(self, call: GatewayCall, caller: Caller, meta: MetaModel) -> None:
+        self.call = call
+        self.ctx = call.ctx
+        self.caller = caller
+        self.meta = meta
+        self.started = 0
+        self.cancelled = False
+        self._pending: set[Deferred[Any]] = set()
+        self._responses: set[UpstreamResponse] = set()
+        call.request.notifyFinish().addErrback(lambda _reason: self.cancel())
+
+    def next_number(self) -> int:
+        self.started += 1
+        return self.started
+
+    def sub_id(self, number: int) -> str:
+        return f"{self.call.log.request_id}.{number}"
+
+    def _log(self, number: int, model: str, stream: bool) -> RequestLog:
+        parent = self.call.log
+        return RequestLog(
+            request_id=self.sub_id(number), user_id=parent.user_id,
+            api_key_id=parent.api_key_id, endpoint=parent.endpoint,
+            started=self.ctx.clock.seconds(), ip=parent.ip, user_agent=parent.user_agent,
+            model_name=model, meta_model_name=self.meta.model_name, is_stream=stream)
+
+    def cancel(self, keep: UpstreamResponse | None = None) -> None:
+        """Close every upstream socket still open (but ``keep``'s): the client left, or
+        another call of a hedged ``parallel`` won."""
+        self.cancelled = True
+        for pending in list(self._pending):
+            pending.cancel()
+        for response in list(self._responses):
+            if response is not keep:
+                response.abort()
+
+    def settle(self, log: RequestLog) -> None:
+        """Queue a sub-call's row: its cost in ``actual`` mode, 0 (tokens kept) in ``meta``."""
+        ctx = self.ctx
+        record = log.record(ctx.clock.seconds(), ctx.now())
+        if self.meta.bills_meta:
+            record = replace(record, cost=None)
+        ctx.settler.settle_and_forget(None, record)
+
+    async def run(self, model: str, request: ClientRequest, *,
+                  settle: bool = True) -> SubAnswer:
+        """One whole (non-stream) call of ``model``; its row is queued when it ends (unless
+        ``settle`` is false: a hedging call, whose row depends on whether it won)."""
+        answer = SubAnswer(self.next_number(), model, self._log(self.started, model, False))
+        try:
+            await self._attempts(answer, request, whole=True)
+        finally:
+            if settle:
+                self.settle(answer.log)
+        return answer
+
+    async def open(self, number: int, model: str, request: ClientRequest) -> SubAnswer:
+        """A streamed call of ``model`` up to a successful response head.  A winner is
+        relayed by the client call (its row is the client call's to write); a failed or
+        cancelled one has its row queued here."""
+        answer = SubAnswer(number, model, self._log(number, model, True))
+        await self._attempts(answer, request, whole=False)
+        if not answer.ok:
+            self.settle(answer.log)
+        return answer
+
+    async def _attempts(self, answer: SubAnswer, request: ClientRequest, *,
+                        whole: bool) -> None:
+        last: GatewayError = errors.no_channel()
+        try:
+            for priced in await self._plan(answer.model):
+                if self.cancelled:
+                    last = GatewayError(499, CANCELLED, type="client_closed_request")
+                    break
+                answer.log.priced = priced
+                try:
+                    await self._attempt(answer, priced, request, whole)
+                    return
+                except _Retry as retry:
+                    last = retry.error
+        except GatewayError as error:
+            last = error
+        answer.error = last
+        answer.log.status = last.status
+        answer.log.error_message = last.message
+
+    async def _plan(self, model: str) -> list[Priced]:
+        attempts = await self.call._plan(self.caller, model)
+        primary = attempts[0].candidate.user_channel
+        verdict = await limiter_verdict(self.ctx.limiter.check_user_channel(
+            self.caller.user.id, UserChannelLimit(
+                primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
+                primary.rate_limit_burst)))
+        if verdict.error is not None:
+            raise verdict.error
+        return attempts
+
+    async def _attempt(self, answer: SubAnswer, priced: Priced, request: ClientRequest,
+                       whole: bool) -> None:
+        ctx, log = self.ctx, answer.log
+        channel = priced.candidate.channel
+        channel_type = normalise_channel_type(channel.type)
+        try:
+            translator = make_translator(request.family, channel_type, request,
+                                         priced.candidate.upstream_model)
+        except ProtocolError as exc:
+            raise _Retry(GatewayError(exc.status, exc.message, type=exc.type)) from None
+        url = join(channel.base_url, translator.upstream_path().decode())
+        guard_url(ctx, url)
+        pending = ctx.upstream.request(
+            b"POST", url, json_headers(channel_type, channel.api_key),
+            translator.upstream_body(), first_byte_timeout=ctx.timeouts.first_byte)
+        self._pending.add(pending)
+        try:
+            response = await pending
+        except UpstreamBlocked:
+            raise errors.ssrf_blocked() from None
+        except UpstreamError as exc:
+            if self.cancelled:
+                raise GatewayError(499, CANCELLED, type="client_closed_request") from None
+            report_transport(ctx.health, log, channel, exc)
+            raise _Retry(errors.upstream_failed()) from None
+        finally:
+            self._pending.discard(pending)
+        if response.code >= 400:
+            body = b""
+            with contextlib.suppress(UpstreamError, BodyTooLarge):
+                body = await response.read_all(1 << 20, idle_timeout=30)
+            report_status(ctx.health, log, channel, response.code, body)
+            refusal = errors.from_upstream(response.code,
+                                           upstream_header(response, b"retry-after"))
+            if routing.retryable(routing.Outcome(routing.STATUS, status=response.code)):
+                raise _Retry(refusal)
+            raise refusal
+        ctx.health.record_success(channel.id)
+        self._responses.add(response)
+        answer.priced = priced
+        if not whole:
+            answer.translator, answer.response = translator, response
+            return
+        try:
+            body = await response.read_all(MAX_ANSWER, idle_timeout=ctx.timeouts.stream_idle)
+            answer.body = translator.response(response.code, body)
+        except (UpstreamError, BodyTooLarge, UpstreamFormatError):
+            if self.cancelled:
+                raise GatewayError(499, CANCELLED, type="client_closed_request") from None
+            raise _Retry(errors.upstream_read_failed()) from None
+        finally:
+            self._responses.discard(response)
+        answer.text = answer_text(request.family, answer.body)
+        log.usage = translator.usage or fallback_usage(
+            max(1, request.estimated_input_tokens), estimate_tokens(answer.body))
+        log.delivered = True
+        log.first_byte_at = ctx.clock.seconds()
