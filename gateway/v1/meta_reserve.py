@@ -20,7 +20,7 @@ from gateway.billing.cost import QUOTA_TOKENS
 from gateway.billing.estimate_reserve import reserve_amount_nanos
 from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.metamodels.compiled import MetaModel
-from gateway.metamodels.worst_case import worst_case
+from gateway.metamodels.worst_case import synthesis_input, worst_case
 from gateway.metering import Priced, price, reserve_for
 from gateway.v1.call import routing_inputs
 
@@ -103,19 +103,22 @@ class MetaReserve:
 
     def nanos(self, meta: MetaModel, input_tokens: int, max_output: int | None,
               default_output: int) -> int:
-        """What a call of ``meta`` reserves: one call at the meta price (``meta`` mode),
-        else the worst case over the models its program can reach."""
+        """What a call of ``meta`` reserves: one call at the meta price (``meta`` mode), else
+        the worst case over the models its program can reach (a synthesizer's input grows
+        by every candidate answer)."""
+        answer_tokens = max_output if max_output and max_output > 0 else default_output
         if meta.bills_meta:
-            return reserve_amount_nanos(meta.prices, input_tokens, max_output,
+            extra = synthesis_input(meta.program.root, answer_tokens) if meta.fans_out else 0
+            return reserve_amount_nanos(meta.prices, input_tokens + extra, max_output,
                                         default_output_reserve=default_output)
         if not meta.fans_out:
             options = self.program_options(meta)
             return reserve_for(options, input_tokens, max_output,
                                default_output) if options else 0
 
-        def cost_of(model: str) -> int | None:
+        def cost_of(model: str, extra_input: int) -> int | None:
             options = self.model_options(model)
-            return reserve_for(options, input_tokens, max_output,
+            return reserve_for(options, input_tokens + extra_input, max_output,
                                default_output) if options else None
 
-        return worst_case(meta.program.root, cost_of)
+        return worst_case(meta.program.root, cost_of, answer_tokens)

@@ -474,3 +474,13 @@ class FanOutTests(MetaModelCase):
         rows = await self.usage_rows()
         assert sorted(r["status"] for r in rows) == [400, 400, 400]
         assert all(r["cost_nanos"] == 0 for r in rows)
+
+    async def test_a_fan_out_reserves_every_call_before_the_first(self) -> None:
+        # 1000 output tokens at 5000 per 1M: 5 units per gpt-two call, 10 for both
+        await self.setup_fan_out('parallel { call "gpt-two"; call "gpt-two" }')
+        await self.set_balance(self.user_id, "7")
+        assert (await self.chat("hi", model="gpt-two", max_tokens=1000)).status_code == 200
+        with self.assertRaises(openai.APIStatusError) as caught:
+            await self.chat("hi", max_tokens=1000)
+        assert caught.exception.status_code == 402
+        assert self.fake.request_count == 1

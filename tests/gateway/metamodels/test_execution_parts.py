@@ -17,7 +17,7 @@ from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.metamodels.compiled import MetaModel, compile_meta
 from gateway.metamodels.parser import parse
 from gateway.metamodels.variables import request_variables
-from gateway.metamodels.worst_case import worst_case
+from gateway.metamodels.worst_case import synthesis_input, worst_case
 from gateway.metering import Priced
 from gateway.v1.meta_reserve import dearest
 
@@ -32,8 +32,10 @@ def meta(dsl: str, **row: Any) -> MetaModel:
         "output_price_nanos": 0, "cached_input_price_nanos": 0, **row})
 
 
-def cost(dsl: str) -> int:
-    return worst_case(parse(dsl).root, COSTS.get)
+def cost(dsl: str, answer_tokens: int = 0) -> int:
+    # one extra input token costs 1 (the synthesizer's input grows with the answers)
+    return worst_case(parse(dsl).root, lambda model, extra: (
+        None if model not in COSTS else COSTS[model] + extra), answer_tokens)
 
 
 def option(input_price: str, output_price: str, multiplier: str = "1",
@@ -74,6 +76,12 @@ class WorstCaseTests(TestCase):
         assert cost('switch { weight 9 => call "c"; otherwise => call "a" }') == 10
         assert cost('parallel { call "a"; call "b" }') == 40
         assert cost('parallel { call "a"; call "b" } synthesize "c"') == 45
+        # the synthesizer reads up to one answer per call on top of the request
+        assert cost('parallel { call "a"; call "b" } synthesize "c"', answer_tokens=100) == 245
+        assert synthesis_input(parse('route { when request.stream == true => call "a"\n'
+                                     '  otherwise => parallel { call "a"; call "b"; call "c" }'
+                                     ' synthesize "a" }').root, 7) == 21
+        assert synthesis_input(parse('parallel { call "a"; call "b" }').root, 7) == 0
         assert cost('judge "j" { route { when judge.answer == "x" => call "b"\n'
                     '  otherwise => call "c" } }') == 32
 
