@@ -111,12 +111,20 @@ def _system(body: Mapping[str, Any], messages: list[Any]) -> str:
     return ""
 
 
+def _quoted(names: frozenset[str]) -> tuple[bytes, ...]:
+    return tuple(f'"{name}"'.encode() for name in sorted(names))
+
+
+_QUOTED = {names: _quoted(names) for names in (IMAGE_KEYS, AUDIO_KEYS, TOOL_KEYS)}
+
+
 class _Body:
     """One request body, each derived value computed at most once and only when asked for."""
 
-    def __init__(self, body: Mapping[str, Any], raw_size: int) -> None:
+    def __init__(self, body: Mapping[str, Any], raw_size: int, raw: bytes | None) -> None:
         self.body = body
         self.raw_size = raw_size
+        self.raw = raw
         self._messages: list[Any] | None = None
         self._keys: set[str] | None = None
 
@@ -132,6 +140,16 @@ class _Body:
             self._keys = set()
             _collect_keys(self.body, self._keys)
         return self._keys
+
+    def has_key(self, names: frozenset[str]) -> bool:
+        """Whether any of ``names`` is a key anywhere in the body.  A key is in the raw text as
+        ``"name"`` unless it was written with ``\\u`` escapes, so a body without either
+        answers without being walked."""
+        raw = self.raw
+        if raw is not None and b"\\u" not in raw and not any(
+                quoted in raw for quoted in _QUOTED[names]):
+            return False
+        return not self.keys.isdisjoint(names)
 
     def input_tokens(self) -> Decimal:
         return Decimal(tokens_for_bytes(self.raw_size))
@@ -176,9 +194,9 @@ _REQUEST: dict[str, Callable[[_Body], Any]] = {
     "request.text": _Body.text,
     "request.last_user_message": _Body.last_user_message,
     "request.system": lambda b: _system(b.body, b.messages),
-    "request.has_image": lambda b: not b.keys.isdisjoint(IMAGE_KEYS),
-    "request.has_audio": lambda b: not b.keys.isdisjoint(AUDIO_KEYS),
-    "request.has_tools": lambda b: not b.keys.isdisjoint(TOOL_KEYS),
+    "request.has_image": lambda b: b.has_key(IMAGE_KEYS),
+    "request.has_audio": lambda b: b.has_key(AUDIO_KEYS),
+    "request.has_tools": lambda b: b.has_key(TOOL_KEYS),
     "request.tool_count": _Body.tool_count,
     "request.stream": lambda b: b.body.get("stream") is True,
     "request.temperature": lambda b: _number(b.body.get("temperature")),
@@ -187,9 +205,11 @@ _REQUEST: dict[str, Callable[[_Body], Any]] = {
 
 
 def request_variables(body: Mapping[str, Any], raw_size: int,
-                      wanted: Iterable[str] | None = None) -> dict[str, Any]:
+                      wanted: Iterable[str] | None = None,
+                      raw: bytes | None = None) -> dict[str, Any]:
     """``request.*`` for one request body (``raw_size``: its length in bytes); only the names
-    in ``wanted`` when given (a program reads a few, and walking a body costs)."""
-    source = _Body(body, raw_size)
+    in ``wanted`` when given (a program reads a few, and walking a body costs).  ``raw``, the
+    body as received, lets most bodies skip the walk for ``has_*``."""
+    source = _Body(body, raw_size, raw)
     names = _REQUEST if wanted is None else [name for name in wanted if name in _REQUEST]
     return {name: _REQUEST[name](source) for name in names}

@@ -142,7 +142,8 @@ def call_variables(snapshot: CatalogSnapshot, caller: Caller, client_request: Cl
     """The variables of §6.3 but the two read from the database (``ACCOUNT_VARIABLES``);
     only those in ``wanted`` when given (what the program reads: each one costs)."""
     names = list(_CALLER) if wanted is None else [n for n in wanted if n in _CALLER]
-    variables = request_variables(client_request.body, len(client_request.raw), wanted)
+    variables = request_variables(client_request.body, len(client_request.raw), wanted,
+                                  client_request.raw)
     # the stream flag of a model-action call is in its path, not its body
     variables["request.stream"] = client_request.stream
     for name in names:

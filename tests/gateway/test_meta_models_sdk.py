@@ -177,7 +177,7 @@ class ExecutionTests(MetaModelCase):
         assert [r["model_name"] for r in rows] == ["gpt-fake", "gpt-big"]
         assert all(r["status"] == 0 and r["cost_nanos"] > 0 for r in rows)
 
-    async def test_google_sdk_through_a_meta_name(self) -> None:
+    async def test_google_sdk_plain_and_streamed(self) -> None:
         await self.setup_meta()
         client = genai.Client(api_key=self.api_key, http_options=types.HttpOptions(
             base_url=self.base, timeout=20_000))
@@ -185,9 +185,16 @@ class ExecutionTests(MetaModelCase):
         reply = await self.in_thread(client.models.generate_content, model="auto",
                                      contents="hello there friend")
         assert reply.text == TEXT
-        assert self.upstream_models() == ["gpt-fake"]
-        (row,) = await self.usage_rows()
-        assert row["model_name"] == "gpt-fake" and row["meta_model_name"] == "auto"
+
+        def run() -> str:
+            return "".join(c.text or "" for c in client.models.generate_content_stream(
+                model="auto", contents=LONG))
+
+        assert await self.in_thread(run) == TEXT
+        assert self.upstream_models() == ["gpt-fake", "gpt-big"]
+        rows = await self.usage_rows()
+        assert [(r["model_name"], r["meta_model_name"], r["is_stream"]) for r in rows] == [
+            ("gpt-fake", "auto", False), ("gpt-big", "auto", True)]
 
 
 class AdmissionTests(MetaModelCase):

@@ -141,3 +141,17 @@ class HiddenModelsTests(TestCase):
         ])
         assert snapshot.hidden_models == {"a"}
         assert set(snapshot.meta_models) == {"m1", "m2"}
+
+
+class RawScanTests(TestCase):
+    def test_has_keys_from_the_raw_body_match_the_walk(self) -> None:
+        escaped = b'{"messages": [{"role": "user", "content": [{"image\\u005furl": {}}]}]}'
+        plain = b'{"messages": [{"role": "user", "content": "an image_url, no key"}]}'
+        tools = b'{"tools": [], "messages": []}'
+        for raw in (escaped, plain, tools):
+            body = orjson.loads(raw)
+            names = ["request.has_image", "request.has_audio", "request.has_tools"]
+            walked = request_variables(body, len(raw), names)
+            assert request_variables(body, len(raw), names, raw) == walked
+        assert request_variables(orjson.loads(escaped), 1, names, escaped)["request.has_image"]
+        assert request_variables(orjson.loads(tools), 1, names, tools)["request.has_tools"]
