@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 
@@ -28,7 +28,7 @@ from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError, 
 from gateway.channels.upstream_failure import report_status, report_transport
 from gateway.channels.upstream_url import join, json_headers
 from gateway.errors import GatewayError
-from gateway.limits import UserChannelLimit
+from gateway.limits import UserChannelLimit, global_identity
 from gateway.metamodels.compiled import MetaModel
 from gateway.metering import Priced, RequestLog, fallback_usage
 from gateway.protocols.answer_text import answer_text
@@ -36,7 +36,10 @@ from gateway.protocols.errors import ProtocolError, UpstreamFormatError
 from gateway.protocols.estimate import estimate_tokens
 from gateway.protocols.request import ClientRequest
 from gateway.protocols.translate import Translator, make_translator
-from gateway.v1.call import GatewayCall, guard_url, limiter_verdict, upstream_header
+from gateway.v1.call import guard_url, limiter_verdict, upstream_header
+
+if TYPE_CHECKING:
+    from gateway.v1.text_route import TextCall
 
 #: largest sub-call answer read (as the text route's non-stream limit)
 MAX_ANSWER = 64 << 20
@@ -75,7 +78,7 @@ class SubAnswer:
 class SubCalls:
     """The sub-calls of one client call: numbering, execution, settlement, cancellation."""
 
-    def __init__(self, call: GatewayCall, caller: Caller, meta: MetaModel) -> None:
+    def __init__(self, call: TextCall, caller: Caller, meta: MetaModel) -> None:
         self.call = call
         self.ctx = call.ctx
         self.caller = caller
@@ -162,10 +165,17 @@ class SubCalls:
         answer.log.error_message = last.message
 
     async def _plan(self, model: str) -> list[Priced]:
-        attempts = await self.call._plan(self.caller, model)
+        """The model's attempts, once the sub-call passed the caller's rate limits like any
+        call: the global one, then its primary user channel's."""
+        caller, limiter = self.caller, self.ctx.limiter
+        verdict = await limiter_verdict(limiter.check_global(
+            global_identity(caller.key_id, caller.user.id, caller.ip)))
+        if verdict.error is not None:
+            raise verdict.error
+        attempts = await self.call._plan(caller, model)
         primary = attempts[0].candidate.user_channel
-        verdict = await limiter_verdict(self.ctx.limiter.check_user_channel(
-            self.caller.user.id, UserChannelLimit(
+        verdict = await limiter_verdict(limiter.check_user_channel(
+            caller.user.id, UserChannelLimit(
                 primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
                 primary.rate_limit_burst)))
         if verdict.error is not None:
@@ -177,9 +187,14 @@ class SubCalls:
         ctx, log = self.ctx, answer.log
         channel = priced.candidate.channel
         channel_type = normalise_channel_type(channel.type)
+        upstream_model = priced.candidate.upstream_model
         try:
-            translator = make_translator(request.family, channel_type, request,
-                                         priced.candidate.upstream_model)
+            # the client's own family goes through the call's translator choice (a Google
+            # stream without ``alt=sse`` is re-framed as a JSON array)
+            translator = (
+                self.call._translator(channel_type, request, upstream_model)
+                if request.family == self.call.protocol_family
+                else make_translator(request.family, channel_type, request, upstream_model))
         except ProtocolError as exc:
             raise _Retry(GatewayError(exc.status, exc.message, type=exc.type)) from None
         url = join(channel.base_url, translator.upstream_path().decode())

@@ -12,6 +12,7 @@ from typing import Any
 
 import anthropic
 import openai
+import orjson
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
@@ -314,6 +315,11 @@ class ListingTests(MetaModelCase):
         await self.catalog.announce()
         seen = await self.listings()
         assert seen["v1"] == ["auto", "gpt-other"]
+        # every /v1 answer carries a request id, unmetered ones too
+        listed = await self.call("GET", "/v1/models", token=self.api_key)
+        unknown = await self.call("GET", "/v1/nothing-here", token=self.api_key)
+        assert len(listed.header("x-request-id") or "") == len(
+            unknown.header("x-request-id") or "") == 24
         assert sorted(seen["public"]) == ["auto", "gpt-other"]
         assert seen["catalog"]["models"] == ["auto", "gpt-other"]
         assert sorted(seen["pricing"]["input_price"]) == ["auto", "gpt-other"]
@@ -491,3 +497,37 @@ class FanOutTests(MetaModelCase):
             await self.chat("hi", max_tokens=1000)
         assert caught.exception.status_code == 402
         assert self.fake.request_count == 1
+
+    async def test_google_hedged_stream_keeps_its_json_array_framing(self) -> None:
+        await self.setup_fan_out('parallel { call "gpt-slow"; call "gpt-two" }')
+        client = genai.Client(api_key=self.api_key, http_options=types.HttpOptions(
+            base_url=self.base, timeout=20_000))
+        self.addCleanup(client.close)
+
+        def run() -> str:
+            return "".join(c.text or "" for c in client.models.generate_content_stream(
+                model="auto", contents="hi"))
+
+        assert await self.in_thread(run) == "tok0 tok1 "
+        # without alt=sse the answer is one streamed JSON array
+        raw = await self.call("POST", "/v1beta/models/auto:streamGenerateContent",
+                              {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+                              headers={"x-goog-api-key": self.api_key})
+        assert raw.status == 200 and raw.body.startswith(b"[")
+        assert len(orjson.loads(raw.body)) >= 2
+
+    async def test_sub_calls_count_against_the_rate_limit(self) -> None:
+        await self.setup_fan_out('parallel { call "gpt-fake"; call "gpt-two" } '
+                                 'synthesize "gpt-big"')
+        # the client call and one sub-call fit in the window; the second sub-call does not
+        await self.ctx.live_settings.save({"rate_limit_enabled": "true",
+                                           "rate_limit_requests_per_minute": "2",
+                                           "rate_limit_burst": "0"}, self.ctx.now())
+        reply = await self.chat("hi")
+        assert reply.status_code == 200
+        synthesis = self.fake.requests[-1].body
+        assert synthesis["model"] == "gpt-big"
+        assert "[gpt-fake]" in synthesis["messages"][-1]["content"]
+        assert "[gpt-two]" not in synthesis["messages"][-1]["content"]
+        rows = {r["request_id"].rsplit(".", 1)[-1]: r for r in await self.usage_rows()}
+        assert (rows["2"]["model_name"], rows["2"]["status"]) == ("gpt-two", 429)
