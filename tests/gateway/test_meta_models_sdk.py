@@ -248,6 +248,18 @@ class AdmissionTests(MetaModelCase):
         assert self.fake.request_count == 0
 
 
+    async def test_a_disabled_referenced_model_is_503_never_500(self) -> None:
+        await self.setup_meta()
+        await self.ctx.db.transaction(lambda conn: conn.execute(
+            schema.models.update().where(schema.models.c.model_name == "gpt-big")
+            .values(enabled=False)))
+        await self.catalog.announce()
+        with self.assertRaises(openai.APIStatusError) as caught:
+            await self.chat(LONG)
+        assert caught.exception.status_code == 503
+        assert (await self.chat("hi")).status_code == 200  # the other branch still works
+
+
 class EvaluationErrorTests(MetaModelCase):
     """A program that cannot decide answers 400 in each family's own error shape.  The admin
     routes refuse such programs, so the row is written the way an older release (or a hand
