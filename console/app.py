@@ -17,11 +17,24 @@ from console.context import ConsoleContext
 from console.routes.admin_users import AdminUserRoutes
 from console.routes.announcements import AnnouncementRoutes
 from console.routes.api_keys import ApiKeyRoutes, LegacyApiKeyRoutes
+from console.routes.assistant_admin_settings import AssistantAdminSettingsRoutes
+from console.routes.assistant_agents import AssistantAgentRoutes
+from console.routes.assistant_sessions import AssistantSessionRoutes
+from console.routes.assistant_skills import AssistantSkillRoutes
+from console.routes.assistant_user_settings import (
+    AssistantMcpServerRoutes,
+    AssistantUserSettingsRoutes,
+)
+from console.routes.available_sandbox_hosts import AvailableSandboxHostRoutes
 from console.routes.catalog import CatalogRoutes
 from console.routes.channel_models import ChannelModelRoutes
 from console.routes.channel_usage import ChannelUsageRoutes
 from console.routes.channels import ChannelRoutes
 from console.routes.check_in import CheckInRoutes
+from console.routes.cloud_sandboxes import CloudSandboxRoutes
+from console.routes.connector_links import ConnectorLinkRoutes
+from console.routes.connector_tasks import ConnectorTaskRoutes
+from console.routes.devices import DeviceRoutes
 from console.routes.groups import GroupRoutes
 from console.routes.logs import LogRoutes
 from console.routes.me import MeRoutes
@@ -42,6 +55,7 @@ from console.routes.public_status import PublicStatusRoutes
 from console.routes.redeem import RedeemRoutes
 from console.routes.redeem_codes import RedeemCodeRoutes
 from console.routes.referral import ReferralRoutes
+from console.routes.sandbox_hosts import SandboxHostRoutes
 from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
 from console.routes.stats import StatsRoutes
@@ -100,6 +114,20 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/updates", UpdateRoutes),
     ("api/announcements", AnnouncementRoutes),
     ("api/public/announcements", PublicAnnouncementRoutes),
+    # agent links (agents contract §1.13, §2, §3)
+    ("api/user/advanced-chat/devices", DeviceRoutes),
+    ("api/user/advanced-chat/connector-tasks", ConnectorTaskRoutes),
+    ("api/user/advanced-chat/sandbox-hosts", AvailableSandboxHostRoutes),
+    ("api/user/advanced-chat/cloud-sandboxes", CloudSandboxRoutes),
+    ("api/advanced-chat/sandbox-hosts", SandboxHostRoutes),
+    ("api/advanced-chat/connectors", ConnectorLinkRoutes),
+
+    ("api/advanced-chat/settings", AssistantAdminSettingsRoutes),
+    ("api/user/advanced-chat/settings", AssistantUserSettingsRoutes),
+    ("api/user/advanced-chat/mcp-servers", AssistantMcpServerRoutes),
+    ("api/user/advanced-chat/agents", AssistantAgentRoutes),
+    ("api/user/advanced-chat/skills", AssistantSkillRoutes),
+    ("api/user/advanced-chat/sessions", AssistantSessionRoutes),
 ]
 
 

@@ -19,6 +19,7 @@ from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress
 from gateway.invalidation import Invalidation
 from gateway.keys import KeyHasher
+from gateway.links.node import AgentLinks
 from gateway.session_tokens import TokenCodec
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
@@ -49,6 +50,8 @@ class ConsoleContext:
     keys: KeyCache
     #: this process's node name (``LOCKGATE_NODE_NAME``); multi-node mode requires one
     node_name: str = ""
+    #: connector devices' and sandbox hosts' links and their task queue (agents contract §2)
+    links: AgentLinks | None = None
     #: SMTP delivery per the ``smtp_*`` settings (built from reactor and clock)
     mailer: Mailer = field(init=False)
     #: captcha verification against the configured provider

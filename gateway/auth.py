@@ -14,7 +14,7 @@ from gateway import errors
 from gateway.catalog.key_cache import KeyRecord
 from gateway.context import GatewayContext
 from gateway.session_tokens import InvalidToken
-from gateway.user_cache import GatewayUser
+from gateway.store.gateway_users import GatewayUser
 from gateway.v1 import credentials
 
 

@@ -79,7 +79,9 @@ def fallback_usage(input_tokens: int, output_tokens: int) -> Usage:
 
 @dataclass
 class RequestLog:
-    """What the pipeline learns as it goes; turned into the settlement record at the end."""
+    """What the pipeline learns about a call as it goes (who, what, which candidate, when);
+    how the call ended -- status, usage, whether it bills -- comes from its outcome
+    (``gateway.v1.outcome``), which turns both into the settlement record at the end."""
 
     request_id: str
     user_id: int
@@ -93,31 +95,29 @@ class RequestLog:
     meta_model_name: str = ""
     is_stream: bool = False
     priced: Priced | None = None
-    usage: Usage | None = None
-    delivered: bool = False
-    status: int = 200
-    error_message: str = ""
     first_byte_at: float | None = None
     #: the last failed attempt's upstream status and reason (``gateway.upstream_failure``)
     upstream_status: int | None = None
     failure_reason: str = ""
 
-    def record(self, now: float, created_at: datetime) -> SettlementRecord:
+    def record(self, now: float, created_at: datetime, *, status: int, error_message: str,
+               usage: Usage | None, billed: bool) -> SettlementRecord:
+        """The row and charge of this call: ``billed`` -- what the outcome decided -- charges
+        ``usage`` at the chosen candidate's prices; otherwise the row costs nothing."""
         cost = None
         candidate = self.priced.candidate if self.priced else None
-        if self.priced is not None and self.usage is not None and (
-                self.delivered or self.status < 400):
-            cost = compute_cost(self.usage, self.priced.prices,
+        if billed and self.priced is not None and usage is not None:
+            cost = compute_cost(usage, self.priced.prices,
                                 self.priced.effective.group_multiplier,
                                 self.priced.effective.user_channel_multiplier)
         first = self.first_byte_at if self.first_byte_at is not None else now
         return SettlementRecord(
             request_id=self.request_id, user_id=self.user_id, api_key_id=self.api_key_id,
-            cost=cost, usage=self.usage or Usage(), delivered=self.delivered,
+            cost=cost, usage=usage or Usage(), delivered=billed,
             model_name=self.model_name, meta_model_name=self.meta_model_name,
             endpoint=self.endpoint, is_stream=self.is_stream,
-            status=0 if self.status < 400 else self.status,
-            error_message=self.error_message[:512],
+            status=0 if status < 400 else status,
+            error_message=error_message[:512],
             upstream_status=self.upstream_status, failure_reason=self.failure_reason[:512],
             response_time_ms=int((now - self.started) * 1000),
             first_response_time_ms=int((first - self.started) * 1000),

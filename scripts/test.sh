@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test
 .venv/bin/ruff check .
-.venv/bin/mypy tap gateway console
+.venv/bin/mypy tap gateway console connector
 .venv/bin/lint-imports   # the layering rules (.importlinter)
 exec .venv/bin/python -m pytest "$@"

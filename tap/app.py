@@ -1,7 +1,13 @@
 """Composition root: builds every component from options, in dependency order.
 
 ``Lockgate.open()`` is used by the twistd service and by tests alike, so tests exercise the real
-wiring (in-memory or temporary databases, real resources).
+wiring (in-memory or temporary databases, real resources).  Every long-lived piece is a child
+of ``Lockgate.services`` (``tap.ordered_services``), added -- and started -- as it is built,
+so each one stops by itself, in reverse order, after everything built on it: the jobs and the
+task poller, then the settler's flush, the wallets, the upstream client, the caches'
+subscriptions, the shared state and last the database.  ``tap.service`` puts this tree first
+under the process's service, with the listeners and the drain after it, so that a stop drains,
+closes the listeners and only then closes the app.
 """
 
 from __future__ import annotations
@@ -10,8 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.logger import Logger
+from twisted.internet.defer import Deferred
 from twisted.web.resource import Resource
 
 from console.context import ConsoleContext
@@ -19,6 +24,7 @@ from console.services.catalog.price_schedule import PriceSyncScheduler
 from console.services.identity.passwords import Passwords
 from console.services.identity.sessions import Sessions
 from console.services.identity.throttle import Throttle
+from gateway.assistant.run_service import RunService
 from gateway.catalog.cache import CatalogCache
 from gateway.catalog.key_cache import KeyCache
 from gateway.client_ip import ClientAddress, parse_networks
@@ -28,9 +34,12 @@ from gateway.jobs.channel_probe import ChannelProbe
 from gateway.jobs.monitors import MonitorRunner, MonitorScheduler
 from gateway.jobs.order_expiry import OrderExpiry
 from gateway.jobs.retention import LogRetention
+from gateway.jobs.sandbox_storage import SandboxStorageJob
 from gateway.keys import KeyHasher
+from gateway.links.node import AgentLinks
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
+from gateway.sandboxes.settlement import settle_sandbox_task
 from gateway.session_tokens import TokenCodec
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
@@ -41,12 +50,12 @@ from gateway.store.pool import DBRunner, make_engine
 from gateway.v1.resource import GatewayResource
 from gateway.v1.task_routes import TaskRoutes
 from gateway.v1.tasks.poller import TaskPoller
+from tap.assistant_wiring import open_assistant
 from tap.gateway_wiring import build_gateway
 from tap.metrics_wiring import open_metrics, watch
+from tap.ordered_services import OrderedServices, Piece
 from tap.root import build_root
 from tap.secrets import Secrets
-
-log = Logger()
 
 
 @dataclass
@@ -57,6 +66,8 @@ class Lockgate:
     ctx: ConsoleContext
     root: Resource
     gateway: GatewayContext
+    #: every long-lived piece, in the order built; they stop in reverse (``close``)
+    services: OrderedServices
     #: closes unpaid top-up orders after payment_order_ttl_minutes
     order_expiry: OrderExpiry | None = None
     #: deletes usage logs past log_retention_days
@@ -67,6 +78,8 @@ class Lockgate:
     tasks: TaskPoller | None = None
     #: the metric families (only when metrics are exposed: ``--metrics-listen``)
     metrics: GatewayMetrics | None = None
+    #: assistant runs in the background (their leases, sweeps and stop messages)
+    assistant: RunService | None = None
 
     @classmethod
     def open(
@@ -85,22 +98,28 @@ class Lockgate:
         metrics: bool = False,
         tracing: Tracing | None = None,
     ) -> Lockgate:
-        """Start the database side (blocking: runs before any listener) and wire the app."""
+        """Start the database side (blocking: runs before any listener) and wire the app,
+        starting each piece as it is added to ``services``."""
         clock = clock if clock is not None else reactor
+        services = OrderedServices()
+        services.startService()
         engine, threads = make_engine(database, db_threads)
         if run_migrations:
             migrate.upgrade(engine)
         db = DBRunner(reactor, engine, threads)
-        db.start()
+        Piece("database", start=db.start, stop=db.stop).setServiceParent(services)
         state = state if state is not None else MemoryState(clock)
+        Piece("shared state", stop=state.stop).setServiceParent(services)
         live = LiveSettings(db, state, Settings())
         live.load_blocking()
-        live.listen()
+        Piece("live settings", start=live.listen, stop=live.close).setServiceParent(services)
         addresses = ClientAddress(parse_networks(trusted_proxies.split(",")))
         tokens = TokenCodec(secrets.jwt_key, clock)
         passwords = passwords or Passwords(reactor)
-        passwords.start()
+        Piece("password hashing", start=passwords.start,
+              stop=passwords.stop).setServiceParent(services)
         invalidation = Invalidation(state)
+        Piece("invalidation", stop=invalidation.close).setServiceParent(services)
         catalog = CatalogCache(db)
         catalog.load_blocking()
         catalog.listen(invalidation)
@@ -112,56 +131,69 @@ class Lockgate:
             sessions=Sessions(db, tokens), invalidation=invalidation,
             key_hasher=KeyHasher(secrets.api_key_hmac_key), catalog=catalog, keys=keys,
             node_name=(node_name or "").strip(),
+            links=AgentLinks(db, state, clock, (node_name or "").strip()),
         )
         families = open_metrics(catalog) if metrics else None
         gateway = build_gateway(ctx, metrics=families, tracing=tracing)
+        gateway_pieces(reactor, gateway).setServiceParent(services)
         tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}",
                            announce_user=lambda user_id: invalidation.announce(
                                USERS, str(user_id).encode()))
         resource = GatewayResource(gateway, fallback=TaskRoutes(tasks).match)
-        root = build_root(ctx, {b"v1": resource, b"v1beta": resource})
+        assistant, assistant_mounts = open_assistant(ctx, gateway)
+        root = build_root(ctx, {b"v1": resource, b"v1beta": resource}, assistant_mounts)
+        Piece("task poller", start=tasks.start, stop=tasks.stop).setServiceParent(services)
+        # runs stop (their model calls settled, their leases let go) before the task poller
+        Piece("assistant runs", start=assistant.start,
+              stop=assistant.stop_all).setServiceParent(services)
         order_expiry = OrderExpiry(db, clock)
-        order_expiry.start()
+        Piece("order expiry", start=order_expiry.start,
+              stop=order_expiry.stop).setServiceParent(services)
         retention = LogRetention(db, live.settings, clock)
-        retention.start()
+        Piece("log retention", start=retention.start,
+              stop=retention.stop).setServiceParent(services)
         background = (
             MonitorScheduler(MonitorRunner(reactor, clock, db, lambda: live.settings), clock,
                              db, state, lambda: live.settings),
             ChannelProbe(reactor, clock, db, state, invalidation, lambda: live.settings,
                          on_recovered=gateway.health.reset),
             PriceSyncScheduler(ctx),
+            SandboxStorageJob(reactor, clock, db, state, invalidation, lambda: live.settings),
         )
         for service in background:
-            service.startService()
-        tasks.start()
+            service.setServiceParent(services)
+        assert ctx.links is not None
+        Piece("agent links", start=ctx.links.start, stop=ctx.links.stop).setServiceParent(services)
+        ctx.links.tasks.result_hooks.append(
+            lambda task: settle_sandbox_task(db, invalidation, task.id, ctx.now()))
         if families is not None:
             watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,
-                   order_expiry=order_expiry, retention=retention, background=background,
-                   tasks=tasks, metrics=families)
-
-    async def _close_gateway(self) -> None:
-        if self.tasks is not None:
-            await self.tasks.stop()
-        await self.gateway.settler.flush()
-        await self.gateway.health.flush()
-        await self.gateway.wallets.stop()
-        await self.gateway.upstream.close()
-        if self.gateway.tracing is not None:
-            await self.gateway.tracing.close(self.reactor)
+                   services=services, order_expiry=order_expiry, retention=retention,
+                   background=background, tasks=tasks, metrics=families, assistant=assistant)
 
     def close(self) -> Deferred[None]:
-        if self.order_expiry is not None:
-            self.order_expiry.stop()
-        if self.retention is not None:
-            self.retention.stop()
-        for service in self.background:
-            service.stopService()
-        d0 = ensureDeferred(self._close_gateway())
-        d0.addErrback(lambda f: log.failure("closing the gateway failed", f))
-        self.ctx.live_settings.close()
-        self.ctx.invalidation.close()
-        self.ctx.passwords.stop()
-        d0.addBoth(lambda _: self.state.stop())
-        d0.addBoth(lambda _: self.db.stop())
-        return d0
+        """Stop every piece, the last built first (see the module docstring)."""
+        return self.services.stopService()
+
+
+def gateway_pieces(reactor: Any, gateway: GatewayContext) -> OrderedServices:
+    """The /v1 data plane's pieces that outlive a request, in the order they stop in
+    reverse: queued settlements and health counts are written before the wallets close, and
+    the wallets before the upstream client and the trace exporter."""
+    pieces = OrderedServices()
+    pieces.setName("data plane")
+
+    async def close_upstream() -> None:
+        await gateway.upstream.close()
+        if gateway.tracing is not None:
+            await gateway.tracing.close(reactor)
+
+    async def flush() -> None:
+        await gateway.settler.flush()
+        await gateway.health.flush()
+
+    Piece("upstream client", stop=close_upstream).setServiceParent(pieces)
+    Piece("wallets", stop=gateway.wallets.stop).setServiceParent(pieces)
+    Piece("settler", stop=flush).setServiceParent(pieces)
+    return pieces

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import update
-from sqlalchemy.engine import Connection
-
 from console.context import ConsoleContext
 from gateway.channels.health import ChannelHealth
 from gateway.channels.health_journal import HealthJournal
@@ -15,19 +10,13 @@ from gateway.channels.safe_connect import LivePolicy
 from gateway.context import GatewayContext, GatewayTimeouts
 from gateway.invalidation import CATALOG, EVERYTHING, KEYS, USERS
 from gateway.ledger.settlement import Settler
-from gateway.ledger.shared_wallet import SharedWallets
+from gateway.ledger.shared_wallet import SharedWallets, needs_shared_wallets
 from gateway.ledger.wallet import WalletBook, Wallets
 from gateway.limits import GatewayLimiter
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
-from gateway.store import schema
+from gateway.store.channel_upkeep import mark_auto_disabled
 from gateway.user_cache import UserCache
-
-
-def _mark_auto_disabled(conn: Connection, channel_id: int, reason: str, now: Any) -> None:
-    channels = schema.channels
-    conn.execute(update(channels).where(channels.c.id == channel_id).values(
-        auto_disabled_at=now, auto_disabled_reason=reason[:500], updated_at=now))
 
 
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
@@ -35,9 +24,9 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
                   metrics: GatewayMetrics | None = None,
                   tracing: Tracing | None = None) -> GatewayContext:
     wallets: WalletBook
-    if ctx.state.shared_across_processes:
+    if needs_shared_wallets(ctx.state):
         # several processes share this state (Redis): reservations must be shared too
-        wallets = SharedWallets(ctx.db, ctx.state, ctx.clock)  # type: ignore[arg-type]
+        wallets = SharedWallets(ctx.db, ctx.state, ctx.clock)
         wallets.start()
     else:
         wallets = Wallets(ctx.db)
@@ -45,7 +34,7 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
     settler.metrics = metrics
 
     async def auto_disable(channel_id: int, reason: str) -> None:
-        await ctx.db.transaction(_mark_auto_disabled, channel_id, reason, ctx.now())
+        await ctx.db.transaction(mark_auto_disabled, channel_id, reason, ctx.now())
         await ctx.invalidation.announce(CATALOG)
 
     async def users_changed(detail: bytes) -> None:

@@ -6,15 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from sqlalchemy import text
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gateway.state.protocol import SharedState
-from gateway.store import migrate
 from gateway.store.pool import DBRunner
+from gateway.store.readiness import database_ready
 
 log = Logger()
 
@@ -45,11 +44,6 @@ class DrainingReadyz(Resource):
         return _json(request, 503, {"status": "draining"})
 
 
-def _probe(conn: Any) -> bool:
-    conn.execute(text("SELECT 1"))
-    return migrate.is_current(conn)
-
-
 class Readyz(Resource):
     isLeaf = True
 
@@ -64,7 +58,7 @@ class Readyz(Resource):
         if self._state is not None and not self._state.available:
             # known at once (the state tracks its connections): no waiting on Redis here
             return _json(request, 503, {"status": "shared state unreachable"})
-        d = self._db.transaction(_probe)
+        d = self._db.transaction(database_ready)
         done = False
 
         def answer(status: int, text: str) -> None:

@@ -3,6 +3,7 @@ console, and the OpenAPI document of the API."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from twisted.web.resource import Resource
@@ -37,13 +38,15 @@ class Root(Resource):
         return JsonNotFound().render(request)
 
 
-def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None) -> Resource:
+def build_root(ctx: ConsoleContext, gateway: dict[bytes, Resource] | None = None,
+               extra: list[tuple[str, Callable[[ConsoleContext], Any]]] | None = None
+               ) -> Resource:
     build = ConsoleBuild.load()
     root = Root(ConsolePage(build, lambda: ctx.settings))
     root.putChild(b"healthz", Healthz())
     root.putChild(b"readyz", Readyz(ctx.db, ctx.state, ctx.clock))
     root.putChild(b"assets", AssetDirectory(build))
-    mount_console(root, ctx)
+    mount_console(root, ctx, extra)
     for prefix, resource in (gateway or {}).items():
         root.putChild(prefix, resource)
     root.putChild(b"openapi.json", OpenApiDocument(root, BUILD_VERSION))

@@ -1,9 +1,12 @@
-"""``makeService`` for ``twistd lockgate``: the app, then the listeners; drain on stop.
+"""``makeService`` for ``twistd lockgate``: the app, then the listeners, then the drain.
 
-Stop order (operations contract §6): draining at once (listeners stay open, new requests get
-503), wait for the requests in flight and for their handlers to queue their settlements (cut
-what is still running at ``--shutdown-grace``), close the listeners, then close the app, which
-commits every queued settlement before the wallets, shared state and database close.
+The process's service is an ``OrderedServices`` (``tap.ordered_services``) whose children are,
+in the order they start: the app's own tree (``Lockgate.services``), the listeners, and the
+``Drain``.  They stop in reverse, one after the other, which is the stop order of operations
+contract §6: draining at once (listeners stay open, new requests get 503), wait for the
+requests in flight and for their handlers to queue their settlements (cut what is still
+running at ``--shutdown-grace``), close the listeners, then close the app, which commits every
+queued settlement before the wallets, shared state and database close.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 from typing import Any
 
 from twisted.application import strports
-from twisted.application.service import MultiService
+from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 
@@ -26,6 +29,7 @@ from tap.interpreter_tuning import tune_interpreter
 from tap.json_log import install
 from tap.metrics_listener import MeteredSite, metrics_site
 from tap.options import Options
+from tap.ordered_services import OrderedServices
 from tap.secrets import load_or_create
 from tap.startup_report import report_opened, report_setup
 from tap.state_factory import open_state
@@ -33,8 +37,9 @@ from tap.state_factory import open_state
 log = Logger()
 
 
-class LockgateService(MultiService):
-    """Opens the app on start (DB -> migrations -> state -> caches), then listens."""
+class LockgateService(OrderedServices):
+    """Opens the app on start (DB -> migrations -> state -> caches), then listens; its
+    children stop in reverse order (drain, listeners, app)."""
 
     def __init__(self, options: dict[str, Any], reactor: Any) -> None:
         super().__init__()
@@ -60,6 +65,7 @@ class LockgateService(MultiService):
                      if self.options.get("otlp-endpoint") else None),
             node_name=self.options.get("node-name") or "",
         )
+        self.app.services.setServiceParent(self)  # first child: the last to stop
         report_opened(self.options, secret_created)
         d = state.start()
         d.addCallback(lambda _: self._listen())
@@ -91,7 +97,8 @@ class LockgateService(MultiService):
             strports.service(self.options["metrics-listen"],
                              metrics_site(metrics, self.app.root)).setServiceParent(self)
             endpoints.append(f"{self.options['metrics-listen']} (metrics)")
-        MultiService.startService(self)
+        Drain(self).setServiceParent(self)  # last child: the first to stop
+        OrderedServices.startService(self)
         log.info("Lockgate listening on {endpoints}", endpoints=", ".join(endpoints))
         ensureDeferred(report_setup(self.app.db, self.options["listen"])).addErrback(
             lambda failure: log.failure("start-up report failed", failure))
@@ -105,31 +112,38 @@ class LockgateService(MultiService):
         self.reactor.callWhenRunning(self.reactor.stop)
 
     def stopService(self) -> Deferred[None]:
-        """Drain (operations contract §6), then close the listeners and the app."""
+        """Drain (operations contract §6), then close the listeners and the app: the
+        children in reverse order, also when the start failed half-way."""
         self.in_flight.draining = True
-        d = ensureDeferred(self._drain())
-        d.addErrback(lambda f: log.failure("draining failed", f))
-        d.addBoth(lambda _: MultiService.stopService(self))
-        if self.app is not None:
-            app = self.app
-            # the settler is flushed (every queued settlement committed) before the wallets,
-            # the shared state and the database close
-            d.addBoth(lambda _: app.close())
-        d.addBoth(lambda _: None)
-        return d
+        Service.stopService(self)
+        return ensureDeferred(self.stop_children())
+
+
+class Drain(Service):
+    """The last child of the process's service, so the first to stop: waits for the
+    requests in flight, then for their handlers to queue their settlements; at the grace
+    deadline it cuts the calls still running."""
+
+    def __init__(self, owner: LockgateService) -> None:
+        self.setName("drain")
+        self.owner = owner
+
+    def stopService(self) -> Deferred[None]:
+        super().stopService()
+        self.owner.in_flight.draining = True
+        return ensureDeferred(self._drain())
 
     async def _drain(self) -> None:
-        """Wait for the requests in flight, then for their handlers to queue their
-        settlements; at the grace deadline cut the calls still running."""
-        if self.failed_to_start or self.app is None:
+        owner = self.owner
+        if owner.failed_to_start or owner.app is None:
             return
-        clock = self.reactor
-        grace = float(self.options["shutdown-grace"])
-        calls = self.app.gateway.calls
+        clock = owner.reactor
+        grace = float(owner.options["shutdown-grace"])
+        calls = owner.app.gateway.calls
         started = clock.seconds()
         log.info("Lockgate draining: {requests} requests in flight, up to {grace:g} s",
-                 requests=self.in_flight.count, grace=grace)
-        await self.in_flight.drained(clock, grace)
+                 requests=owner.in_flight.count, grace=grace)
+        await owner.in_flight.drained(clock, grace)
         remaining = grace - (clock.seconds() - started)
         await within(calls.idle(), clock, remaining)
         if calls.count:

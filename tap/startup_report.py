@@ -12,26 +12,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sqlalchemy.engine import make_url
 from twisted.logger import Logger
 
+from gateway.store.database_url import display_url
 from gateway.store.users import admin_exists
 from tap.version import version_line
 
 log = Logger()
-
-
-def _hidden_password(url: str) -> str:
-    """The URL without its password; a relative SQLite file made absolute (where is it?)."""
-    try:
-        parsed = make_url(url)
-    except Exception:
-        return "(unparsable URL)"
-    name = parsed.database
-    if parsed.drivername.startswith("sqlite") and name and name != ":memory:" \
-            and not os.path.isabs(name):
-        parsed = parsed.set(database=os.path.abspath(name))
-    return parsed.render_as_string(hide_password=True)
 
 
 def report_opened(options: dict[str, Any], secret_created: bool) -> None:
@@ -40,10 +27,10 @@ def report_opened(options: dict[str, Any], secret_created: bool) -> None:
     log.info(
         "{version}: database {database}; secret file {secret_file} ({secret_state}); "
         "shared state {shared}{node}",
-        version=version_line(), database=_hidden_password(options["database"]),
+        version=version_line(), database=display_url(options["database"]),
         secret_file=os.path.abspath(options["secret-file"]),
         secret_state="created now, mode 0600: back it up" if secret_created else "existing",
-        shared=_hidden_password(redis) if redis else "in this process (no --redis)",
+        shared=display_url(redis) if redis else "in this process (no --redis)",
         node=f"; node {options['node-name']}" if options.get("node-name") else "")
 
 

@@ -114,12 +114,17 @@ class InstalledPackageTests(TestCase):
     def test_wheel_carries_the_plugin_and_the_migrations(self) -> None:
         with zipfile.ZipFile(self._wheel()) as wheel:
             names = set(wheel.namelist())
+            [entry_points] = [n for n in names if n.endswith("entry_points.txt")]
+            scripts = wheel.read(entry_points).decode()
         assert "twisted/plugins/lockgate.py" in names
         assert "twisted/__init__.py" not in names
         assert "twisted/plugins/__init__.py" not in names
         assert "gateway/store/migrations/env.py" in names
         assert any(n.startswith("gateway/store/migrations/versions/0001_") for n in names)
         assert not any(n.startswith(("tests/", "bench/", "scripts/")) for n in names)
+        assert "connector/main.py" in names and "connector/isolation/bubblewrap.py" in names
+        assert "lockgate-connector = connector.main:connector_main" in scripts
+        assert "lockgate-sandboxd = connector.main:sandboxd_main" in scripts
 
     def test_wheel_installed_into_a_fresh_virtualenv_provides_twistd_lockgate(self) -> None:
         wheel = self._wheel()

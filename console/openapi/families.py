@@ -21,11 +21,14 @@ PROBES = ("/healthz", "/readyz", "/openapi.json")
 PUBLIC_PREFIXES = ("/auth/", "/api/public/", "/api/pricing", "/api/setup")
 #: payment providers' notify callbacks and return pages: signed, plain-text answers
 PAYMENT_CALLBACK_PREFIX = "/api/payment/"
+#: where connector devices and sandbox hosts call in with their device token (agents §2.2)
+DEVICE_PREFIX = "/api/advanced-chat/connectors/"
 USER_PREFIX = "/api/user/"
 ADMIN_PREFIX = "/api/"
 
 KEY_SECURITY: list[dict[str, list[str]]] = [{"apiKey": []}, {"apiKeyHeader": []}]
 JWT_SECURITY: list[dict[str, list[str]]] = [{"jwt": []}]
+DEVICE_SECURITY: list[dict[str, list[str]]] = [{"connectorToken": []}, {"connectorBearer": []}]
 
 #: gateway error family -> component schema name
 GATEWAY_ERROR_SCHEMAS = {errors.OPENAI: "OpenAIError", errors.MESSAGES: "MessagesError",
@@ -63,6 +66,8 @@ def classify(path: str) -> RouteFamily:
     if any(_matches(path, prefix) for prefix in PUBLIC_PREFIXES):
         tag = "auth" if path.startswith("/auth/") else "public"
         return RouteFamily(tag, [], False, CONSOLE_ERROR_SCHEMA)
+    if _matches(path, DEVICE_PREFIX):
+        return RouteFamily("devices", DEVICE_SECURITY, False, CONSOLE_ERROR_SCHEMA)
     if _matches(path, USER_PREFIX):
         return RouteFamily("user", JWT_SECURITY, False, CONSOLE_ERROR_SCHEMA)
     if _matches(path, ADMIN_PREFIX):
@@ -78,4 +83,8 @@ def security_schemes() -> dict[str, Any]:
                          "description": "An API key in the `x-api-key` header"},
         "jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
                 "description": "A login JWT (admin routes: of an administrator)"},
+        "connectorToken": {"type": "apiKey", "in": "header", "name": "X-Connector-Token",
+                           "description": "A connector device's or sandbox host's token"},
+        "connectorBearer": {"type": "http", "scheme": "bearer",
+                            "description": "A device token as a bearer (`wpc_…`)"},
     }

@@ -34,6 +34,7 @@ from gateway.invalidation import CATALOG
 from gateway.jobs.cron import CronError, check_cron
 from gateway.store import channel_models as config_store
 from gateway.store import channels as store
+from gateway.store.channel_upkeep import record_test
 
 PLUGIN_CONFIG_MAX = 65536
 NO_MODELS = "Channel has no models to test"
@@ -210,7 +211,7 @@ class ChannelRoutes:
         timeout = max(1, settings.integer("reliability_auto_detect_timeout_seconds", 10))
         outcome = await channel_test.run_test(self.ctx.reactor, self.ctx.clock, channel, call,
                                               self._policy(), timeout)
-        await self.ctx.db.transaction(channel_test.record_health, item_id, outcome.success,
+        await self.ctx.db.transaction(record_test, item_id, outcome.success,
                                       self.ctx.now())
         await self.ctx.invalidation.announce(CATALOG)
         return outcome.view()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
 
@@ -20,16 +18,11 @@ from console.http import ApiError, bad_request
 from console.services.identity import email_codes, registration, throttle
 from console.services.identity.captcha import captcha_enabled
 from console.services.identity.mailer import MailError, smtp_configured
-from gateway.store import schema
 from gateway.store import users as user_store
+from gateway.store.user_lookup import email_registered
 
 log = Logger()
 SENT = {"message": "Verification code sent"}
-
-
-def _email_taken(conn: Connection, email: str) -> bool:
-    u = schema.users
-    return conn.execute(select(u.c.id).where(u.c.email == email)).first() is not None
 
 
 def mail_failed(exc: MailError) -> ApiError:
@@ -54,7 +47,7 @@ async def send_registration_code(ctx: ConsoleContext, request: IRequest,
     if not smtp_configured(settings):
         raise bad_request("SMTP is not configured")
     try:
-        if await ctx.db.transaction(_email_taken, email):
+        if await ctx.db.transaction(email_registered, email):
             subject, text = email_codes.already_registered_mail(settings)
             await ctx.mailer.send(settings, email, subject, text)
         else:

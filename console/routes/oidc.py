@@ -9,7 +9,9 @@ that started the flow.  Redirect targets are fixed (``/dashboard#token=…`` wit
 the fragment only, ``/login#error=…``): no parameter or header can choose where a user lands
 (weakness 11).  An identity is linked to an existing account by email only when the provider
 says the email is verified (weakness 10), and accounts are created only when registration is
-open and the email-suffix rules pass (weakness 7).
+open and the email-suffix rules pass (weakness 7).  Finding, linking and creating the account is
+one store transaction (``gateway.store.oidc_accounts``); this module computes the signup policy
+from the settings and maps refusals to the login page.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 from twisted.web.iweb import IRequest
@@ -38,8 +38,15 @@ from console.services.identity.oidc import (
     provider_from,
     random_token,
 )
-from gateway.store import auth_challenges, schema
+from gateway.store import auth_challenges
+from gateway.store import oidc_accounts as account_store
 from gateway.store import users as user_store
+from gateway.store.oidc_accounts import (
+    IdentityConflict,
+    LinkRefused,
+    OidcIdentity,
+    SignupPolicy,
+)
 
 log = Logger()
 STATE_COOKIE = b"flai_oidc_state"
@@ -48,10 +55,6 @@ LOGIN, BIND = "oidc_login", "oidc_bind"
 SUCCESS_PATH = "/dashboard#token="
 FAILURE_PATH = "/login#error="
 TRUE_WORDS = frozenset({"1", "true", "yes", "on", "accepted"})
-
-
-class Refused(Exception):
-    """The identity cannot sign in or bind; the message is shown on the login page."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ async def _start(ctx: ConsoleContext, client: OidcClient, request: IRequest, pro
     return url
 
 
-def _identity(claims: dict[str, Any]) -> dict[str, Any]:
+def _identity(claims: dict[str, Any]) -> OidcIdentity:
     verified = claims.get("email_verified")
     email = claims.get("email")
     try:
@@ -123,103 +126,20 @@ def _identity(claims: dict[str, Any]) -> dict[str, Any]:
                  if isinstance(claims.get(key), str) and claims[key].strip()), "")
     picture = claims.get("picture")
     if len(claims["sub"]) > 255:
-        raise Refused("the identity provider's subject is too long")
-    return {"sub": claims["sub"], "email": clean, "name": name,
-            "email_verified": verified is True or verified == "true",
-            "avatar": picture if isinstance(picture, str) and picture.startswith("https://")
-            else ""}
+        raise LinkRefused("the identity provider's subject is too long")
+    return OidcIdentity(
+        sub=claims["sub"], email=clean, name=name,
+        email_verified=verified is True or verified == "true",
+        avatar=picture if isinstance(picture, str) and picture.startswith("https://") else "")
 
 
-def _username_base(identity: dict[str, Any]) -> str:
-    for raw in (identity["name"], (identity["email"] or "").split("@")[0], identity["sub"]):
+def _username_base(identity: OidcIdentity) -> str:
+    for raw in (identity.name, (identity.email or "").split("@")[0], identity.sub):
         cleaned = "".join("-" if ch.isspace() else ch for ch in raw.strip()
                           if ch != "@" and ord(ch) >= 32).strip("-")[:90]
         if len(cleaned) >= 3:
             return cleaned
     return "user"
-
-
-def _fill(user: dict[str, Any], identity: dict[str, Any], now: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {"oidc_sub": identity["sub"], "updated_at": now}
-    if not user["avatar_url"] and identity["avatar"]:
-        values["avatar_url"] = identity["avatar"]
-    if identity["email_verified"] and identity["email"] == user["email"]:
-        values["email_verified"] = True
-    return values
-
-
-def _with_relations(conn: Any, user_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    user = user_store.get_user(conn, user_id)
-    assert user is not None
-    if not user["enabled"]:
-        raise Refused("User is disabled")
-    return user, user_store.user_relations(conn, user)
-
-
-def _login(conn: Any, identity: dict[str, Any], policy: dict[str, Any],
-           now: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    u = schema.users
-    by_sub = conn.execute(select(u).where(u.c.oidc_sub == identity["sub"])).mappings().first()
-    if by_sub is not None:
-        if not by_sub["avatar_url"] and identity["avatar"]:
-            conn.execute(update(u).where(u.c.id == by_sub["id"])
-                         .values(avatar_url=identity["avatar"], updated_at=now))
-        return _with_relations(conn, by_sub["id"])
-    email = identity["email"]
-    existing = None
-    if email:
-        existing = conn.execute(select(u).where(u.c.email == email)).mappings().first()
-    if existing is not None:
-        if not identity["email_verified"]:
-            raise Refused("An account with this email already exists. Sign in to it and "
-                          "link your identity provider from your profile.")
-        linked = conn.execute(update(u).where(u.c.id == existing["id"], u.c.oidc_sub.is_(None))
-                              .values(**_fill(dict(existing), identity, now)))
-        if linked.rowcount != 1:
-            raise Refused("This account is already linked to another identity")
-        return _with_relations(conn, existing["id"])
-    if not policy["open"]:
-        raise Refused("registration is disabled")
-    if not email:
-        raise Refused("the identity provider did not share an email address")
-    if policy["suffixes"] and not identity["email_verified"]:
-        raise Refused("the identity provider has not verified this email address")
-    if not policy["domain_ok"]:
-        raise Refused("email domain is not allowed for registration")
-    referrer_id = None
-    if policy["referral"] and policy["referral_enabled"]:
-        referrer = user_store.find_by_referral_code(conn, policy["referral"])
-        referrer_id = referrer["id"] if referrer else None
-    base = _username_base(identity)
-    username = base
-    for n in range(2, 100):
-        if conn.execute(select(u.c.id).where(u.c.username == username)).first() is None:
-            break
-        username = f"{base}-{n}"
-    try:
-        user_id = user_store.create_user(
-            conn, username=username, email=email, password_hash=None, now=now,
-            email_verified=identity["email_verified"], group_id=policy["group_id"],
-            referrer_id=referrer_id)
-    except user_store.UniqueViolation:
-        raise Refused("could not create the account; please try again") from None
-    conn.execute(update(u).where(u.c.id == user_id)
-                 .values(oidc_sub=identity["sub"], avatar_url=identity["avatar"]))
-    return _with_relations(conn, user_id)
-
-
-def _bind(conn: Any, user_id: int, identity: dict[str, Any],
-          now: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    u = schema.users
-    user = user_store.get_user(conn, user_id)
-    if user is None or not user["enabled"]:
-        raise Refused("User is disabled")
-    other = conn.execute(select(u.c.id).where(u.c.oidc_sub == identity["sub"],
-                                              u.c.id != user_id)).first()
-    if other is not None:
-        raise Refused("OIDC account is already bound to another user")
-    conn.execute(update(u).where(u.c.id == user_id).values(**_fill(user, identity, now)))
-    return _with_relations(conn, user_id)
 
 
 class _Base:
@@ -285,34 +205,36 @@ class OidcCallbackRoutes(_Base):
             claims = await self.client.verify_id_token(provider, id_token, row["data"]["nonce"])
             identity = _identity(claims)
             if row["purpose"] == BIND:
-                user, _ = await ctx.db.transaction(_bind, row["user_id"], identity, now)
+                user, _ = await ctx.db.transaction(account_store.bind, row["user_id"],
+                                                   identity, now)
             else:
                 user, _ = await ctx.db.transaction(
-                    _login, identity, self._policy(identity, raw_referral), now)
-        except (OidcError, Refused) as exc:
+                    account_store.sign_in, identity, self._policy(identity, raw_referral),
+                    _username_base(identity), now)
+        except (OidcError, LinkRefused) as exc:
             log.info("OIDC sign-in refused: {reason}", reason=str(exc))
             return Redirect(FAILURE_PATH + quote(str(exc), safe=""))
-        except IntegrityError:
+        except IdentityConflict:
             # a concurrent callback claimed the same identity first
             return Redirect(FAILURE_PATH + quote("please try signing in again", safe=""))
         return Redirect(SUCCESS_PATH + quote(ctx.issue_token(user), safe=""))
 
-    def _policy(self, identity: dict[str, Any], referral: str) -> dict[str, Any]:
+    def _policy(self, identity: OidcIdentity, referral: str) -> SignupPolicy:
         settings = self.ctx.settings
-        email = identity["email"] or ""
+        email = identity.email or ""
         try:
             registration.check_email_domain(settings, email)
             domain_ok = True
         except ApiError:
             domain_ok = False
-        return {
-            "open": settings.flag("password_registration_enabled"),
-            "suffixes": bool(registration.allowed_suffixes(settings)),
-            "domain_ok": domain_ok,
-            "group_id": registration.routed_group_id(settings, email) if email else None,
-            "referral": normalise_referral(referral)[:32],
-            "referral_enabled": settings.flag("referral_enabled"),
-        }
+        return SignupPolicy(
+            open=settings.flag("password_registration_enabled"),
+            suffixes=bool(registration.allowed_suffixes(settings)),
+            domain_ok=domain_ok,
+            group_id=registration.routed_group_id(settings, email) if email else None,
+            referral=normalise_referral(referral)[:32],
+            referral_enabled=settings.flag("referral_enabled"),
+        )
 
 
 class OidcBindRoutes(_Base):

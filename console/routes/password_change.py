@@ -15,17 +15,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import update
-from sqlalchemy.engine import Connection
-
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
 from console.routes.email_code import mail_failed
 from console.services.identity import email_codes, registration, throttle
 from console.services.identity.mailer import MailError, smtp_configured
 from gateway.invalidation import USERS
-from gateway.store import schema
 from gateway.store import users as user_store
+from gateway.store.connection import Connection
+from gateway.store.passwords import replace_password
 
 #: wrong current passwords / codes a signed-in session may try per minute
 CHANGE_LIMIT = throttle.Limit("password_change", 10, 5)
@@ -33,12 +31,7 @@ CHANGE_LIMIT = throttle.Limit("password_change", 10, 5)
 
 def _set_password(conn: Connection, user_id: int, password_hash: str, now: datetime,
                   verified_email: bool) -> dict[str, Any]:
-    u = schema.users
-    values: dict[str, Any] = {"password_hash": password_hash, "updated_at": now}
-    if verified_email:
-        values["email_verified"] = True
-    conn.execute(update(u).where(u.c.id == user_id).values(**values))
-    user_store.bump_token_version(conn, user_id, now)
+    replace_password(conn, user_id, password_hash, now, verified_email=verified_email)
     user = user_store.get_user(conn, user_id)
     assert user is not None
     return user

@@ -9,16 +9,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
-
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.services.identity import registration, throttle
 from console.user_view import user_view
 from console.validation import MISSING, Body
-from gateway.store import schema
 from gateway.store import users as user_store
+from gateway.store.connection import Connection
+from gateway.store.first_run import SetupAlreadyCompleted, mark_setup_completed
 from gateway.store.upsert import upsert_setting
 
 
@@ -31,9 +29,8 @@ def _create_first_admin(conn: Connection, fields: dict[str, Any], now: datetime
     if user_store.admin_exists(conn):
         raise SetupConflict()
     try:
-        conn.execute(schema.settings.insert().values(
-            key="setup_completed_at", value=now.isoformat(), created_at=now, updated_at=now))
-    except IntegrityError:
+        mark_setup_completed(conn, now)
+    except SetupAlreadyCompleted:
         raise SetupConflict() from None
     user_id = user_store.create_user(
         conn, username=fields["username"], email=fields["email"],

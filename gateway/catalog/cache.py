@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from twisted.logger import Logger
 
-from gateway.catalog.loader import load_catalog
 from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.invalidation import CATALOG, Invalidation
+from gateway.store.catalog_snapshot import load_catalog
 from gateway.store.pool import DBRunner
 
 log = Logger()

@@ -24,8 +24,6 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
 from twisted.internet.defer import (
     Deferred,
     DeferredList,
@@ -36,7 +34,7 @@ from twisted.logger import Logger
 from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.invalidation import CATALOG
 from gateway.jobs.periodic import RoundService
-from gateway.store import schema
+from gateway.store.channel_upkeep import ProbeTarget, probe_targets, record_probe
 from gateway.sync.fetch import FetchError, fetch
 from gateway.sync.model_lists import COMPAT_PATH, join_url
 
@@ -44,38 +42,6 @@ log = Logger()
 
 TICK_SECONDS = 10.0
 CLAIM_KEY = "lockgate:channel-probe:round"
-RECOVERED: dict[str, Any] = {
-    "consecutive_failures": 0,
-    "last_failure_at": None,
-    "last_failure_reason": "",
-    "auto_disabled_at": None,
-    "auto_disabled_reason": "",
-}
-
-
-def probe_targets(conn: Connection, every_enabled: bool) -> list[dict[str, Any]]:
-    ch = schema.channels
-    query = select(ch.c.id, ch.c.base_url, ch.c.api_key, ch.c.auto_disabled_at).where(
-        ch.c.enabled.is_(True)).order_by(ch.c.id)
-    if not every_enabled:
-        query = query.where(ch.c.auto_disabled_at.is_not(None))
-    return [dict(row) for row in conn.execute(query).mappings()]
-
-
-def record_probe(conn: Connection, channel: dict[str, Any], healthy: bool, recover: bool,
-                 now: datetime) -> bool:
-    """Store the probe outcome; clear the auto-disable when ``recover``.  True if recovered."""
-    ch = schema.channels
-    values: dict[str, Any] = {"last_health_checked_at": now,
-                              "last_health_status": "up" if healthy else "down"}
-    where = [ch.c.id == channel["id"], ch.c.enabled.is_(True)]
-    if recover:
-        values.update(RECOVERED, updated_at=now)
-        where.append(ch.c.auto_disabled_at == channel["auto_disabled_at"])
-    result = conn.execute(update(ch).where(*where).values(**values))
-    return recover and result.rowcount == 1
-
-
 class ChannelProbe(RoundService):
     failure_message = "channel probe round failed"
 
@@ -121,35 +87,35 @@ class ChannelProbe(RoundService):
         if any(ok and recovered for ok, recovered in results):
             await self._invalidation.announce(CATALOG)
 
-    def _start(self, channel: dict[str, Any], policy: UrlPolicy, timeout: float,
+    def _start(self, channel: ProbeTarget, policy: UrlPolicy, timeout: float,
                recover: bool, after: timedelta) -> Deferred[bool]:
         return self.track(self._semaphore.run(
             self._probe, channel, policy, timeout, recover, after))
 
-    async def _probe(self, channel: dict[str, Any], policy: UrlPolicy, timeout: float,
+    async def _probe(self, channel: ProbeTarget, policy: UrlPolicy, timeout: float,
                      recover: bool, after: timedelta) -> bool:
         healthy = await self.probe(channel, policy, timeout)
         now = self.now()
-        disabled_at = channel["auto_disabled_at"]
+        disabled_at = channel.auto_disabled_at
         may_recover = (recover and healthy and disabled_at is not None
                        and now - disabled_at >= after)
         recovered: bool = await self._db.transaction(record_probe, channel, healthy,
                                                      may_recover, now)
         if recovered:
-            log.info("channel {id} recovered after a successful probe", id=channel["id"])
+            log.info("channel {id} recovered after a successful probe", id=channel.id)
             if self._on_recovered is not None:
-                self._on_recovered(channel["id"])
+                self._on_recovered(channel.id)
         return recovered
 
-    async def probe(self, channel: dict[str, Any], policy: UrlPolicy, timeout: float) -> bool:
-        url = join_url(channel["base_url"], COMPAT_PATH)
+    async def probe(self, channel: ProbeTarget, policy: UrlPolicy, timeout: float) -> bool:
+        url = join_url(channel.base_url, COMPAT_PATH)
         try:
             check_url(url, policy)
         except UnsafeUrl:
             return False
         headers = {"accept": "application/json"}
-        if channel["api_key"]:
-            headers["authorization"] = f"Bearer {channel['api_key']}"
+        if channel.api_key:
+            headers["authorization"] = f"Bearer {channel.api_key}"
         try:
             fetched = await fetch(self._reactor, self._clock, url, headers=headers,
                                   timeout=timeout, limit=1 << 20, policy=policy)

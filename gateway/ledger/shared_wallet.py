@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from twisted.internet.defer import Deferred, DeferredList, ensureDeferred
 from twisted.internet.interfaces import IReactorTime
@@ -56,7 +56,7 @@ from gateway.ledger.wallet import (
     SettlingToken,
     WalletUnavailable,
 )
-from gateway.state.protocol import SharedStateUnavailable
+from gateway.state.protocol import SharedState, SharedStateUnavailable
 from gateway.store.billing_writes import load_key_quota, load_user_balance
 from gateway.store.pool import DBRunner
 
@@ -64,6 +64,13 @@ if TYPE_CHECKING:  # txredisapi imports the reactor: only the running app may im
     from gateway.state.redis import RedisState
 
 log = Logger()
+
+
+def needs_shared_wallets(state: SharedState) -> TypeGuard[RedisState]:
+    """A state shared across processes (Redis) needs the reservations shared through it
+    too: the state says which kind it is, so the wiring needs no ``isinstance`` on it."""
+    return state.shared_across_processes
+
 
 HOLDS = "wallet:holds"
 KEY_GENERATION = "wallet:kgen"

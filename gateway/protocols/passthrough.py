@@ -206,6 +206,8 @@ class ChatPassthrough(_Passthrough):
         if self._closed:
             return []
         self._closed = True
+        if self._failed:
+            return [DONE]  # the upstream's own error chunk went out: one error event only
         return chat_error_frames(message, type, code)
 
 

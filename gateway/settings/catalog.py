@@ -12,14 +12,20 @@ handled by ``catalog_secrets``.
 
 from __future__ import annotations
 
-from gateway.settings import catalog_auth, catalog_ops, catalog_payment, catalog_site
+from gateway.settings import (
+    catalog_assistant,
+    catalog_auth,
+    catalog_ops,
+    catalog_payment,
+    catalog_site,
+)
 from gateway.settings.spec import Spec
 
 
 def _catalog() -> tuple[dict[str, Spec], dict[str, str]]:
     specs: dict[str, Spec] = {}
     for spec in (*catalog_site.specs(), *catalog_auth.specs(), *catalog_ops.specs(),
-                 *catalog_payment.specs()):
+                 *catalog_payment.specs(), *catalog_assistant.specs()):
         if spec.key in specs:
             raise RuntimeError(f"setting {spec.key} is defined twice")
         specs[spec.key] = spec

@@ -13,9 +13,10 @@ from datetime import datetime
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 
-from gateway.settings.store import BUS_CHANNEL, Settings, read_all, write_rows
+from gateway.settings.store import BUS_CHANNEL, Settings
 from gateway.state.protocol import SharedState
 from gateway.store.pool import DBRunner
+from gateway.store.settings_rows import read_settings, write_settings
 
 log = Logger()
 
@@ -31,7 +32,7 @@ class LiveSettings:
         self._unsent = False
 
     def load_blocking(self) -> None:
-        self.settings.replace(self.db.blocking(read_all))
+        self.settings.replace(self.db.blocking(read_settings))
 
     def listen(self) -> None:
         self._unsubscribe = self.state.subscribe(BUS_CHANNEL, self._changed)
@@ -44,7 +45,7 @@ class LiveSettings:
             self._remove_recovered()
 
     def reload(self) -> Deferred[None]:
-        return self.db.transaction(read_all).addCallback(self.settings.replace)
+        return self.db.transaction(read_settings).addCallback(self.settings.replace)
 
     def _changed(self, _message: bytes) -> None:
         self.reload().addErrback(lambda f: log.failure("settings reload failed", f))
@@ -70,6 +71,6 @@ class LiveSettings:
 
     async def save(self, rows: Mapping[str, str], now: datetime) -> None:
         """Write validated rows in one transaction, then make every node reload."""
-        await self.db.transaction(write_rows, rows, now)
+        await self.db.transaction(write_settings, rows, now)
         await self.reload()
         await self._publish()

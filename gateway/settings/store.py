@@ -8,26 +8,16 @@ row.  A write goes through one transaction (all keys validated first, contract Â
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import orjson
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
 
 from gateway.settings.catalog import SPECS
 from gateway.settings.catalog_update import plan_update
 from gateway.settings.spec import parse_bool
-from gateway.store import schema
-from gateway.store.upsert import upsert_setting
 
 BUS_CHANNEL = "lockgate:settings"
-
-
-def read_all(conn: Connection) -> dict[str, str]:
-    rows = conn.execute(select(schema.settings.c.key, schema.settings.c.value)).all()
-    return {key: value for key, value in rows}
 
 
 class Settings:
@@ -102,7 +92,3 @@ class Settings:
         """Check a PUT body and return the rows to write; raises SettingError, writes nothing."""
         return plan_update(body, self.raw, node_name=node_name)
 
-
-def write_rows(conn: Connection, rows: Mapping[str, str], now: datetime) -> None:
-    for key, value in rows.items():
-        upsert_setting(conn, key, value, now)

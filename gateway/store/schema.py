@@ -600,3 +600,297 @@ meta_models = Table(
     Column("enabled", Boolean, nullable=False, server_default=TRUE),
     *_timestamps(),
 )
+
+
+# --- agent links: connector devices, their tasks, sandbox hosts (agents contract §1.13, §2, §3)
+
+connector_devices = Table(
+    "connector_devices", metadata,
+    # "acd-…" (contract §0.1)
+    Column("id", String(32), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(120), nullable=False),
+    Column("remark", String(200), nullable=False, server_default=""),
+    # sha256 hex of the trimmed token; the plaintext is never stored
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("hostname", String(120), nullable=False, server_default=""),
+    Column("os", String(40), nullable=False, server_default=""),
+    Column("arch", String(40), nullable=False, server_default=""),
+    Column("version", String(80), nullable=False, server_default=""),
+    # cli | desktop
+    Column("kind", String(16), nullable=False, server_default="cli"),
+    Column("desktop_instance_id", String(120), nullable=False, server_default=""),
+    # platform | web_server | sandboxd (sandboxd only for host devices, [P-20])
+    Column("mode", String(16), nullable=False, server_default="platform"),
+    Column("listen_port", Integer, nullable=False, server_default=ZERO),
+    # host devices are hidden from device listings ([P-16])
+    Column("hidden", Boolean, nullable=False, server_default=FALSE),
+    # online | offline as last written; the online rule (§2.5) is computed on read
+    Column("status", String(16), nullable=False, server_default="offline"),
+    Column("last_seen_at", UTCDateTime, nullable=True),
+    # the live WebSocket link holding the device ("<node>/<connection>"), None when none
+    Column("link_id", String(96), nullable=True),
+    Column("max_parallel", Integer, nullable=False, server_default=text("1")),
+    Column("capabilities", JSONText, nullable=True),
+    *_timestamps(),
+)
+Index("ix_connector_devices_user", connector_devices.c.user_id, connector_devices.c.last_seen_at)
+
+connector_tasks = Table(
+    "connector_tasks", metadata,
+    # "act-…"
+    Column("id", String(32), primary_key=True),
+    # the owner (for sandbox tasks the sandbox owner, not the host admin)
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("device_id", String(32), ForeignKey("connector_devices.id", ondelete="CASCADE"),
+           nullable=False),
+    # empty for management / terminal / cleanup tasks
+    Column("run_id", String(32), nullable=False, server_default=""),
+    Column("tool_call_id", String(128), nullable=False, server_default=""),
+    Column("action", String(64), nullable=False),
+    # empty = unrestricted
+    Column("workspace_path", Text, nullable=False, server_default=""),
+    # the arguments object (input)
+    Column("payload", JSONText, nullable=False),
+    # the sandbox this task works in (also in the payload); empty for device tasks
+    Column("cloud_sandbox_id", String(32), nullable=False, server_default=""),
+    # pending_approval | queued | running | completed | failed
+    Column("status", String(24), nullable=False),
+    # normalized result text (§1.13) and the device's raw result fields (output)
+    Column("result", Text, nullable=False, server_default=""),
+    Column("output", JSONText, nullable=True),
+    Column("error_message", Text, nullable=False, server_default=""),
+    # who claimed it: "http" (long-poll) or the link id of the WebSocket that carried it
+    Column("claimed_by", String(96), nullable=True),
+    Column("started_at", UTCDateTime, nullable=True),
+    Column("finished_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+Index("ix_connector_tasks_queue", connector_tasks.c.device_id, connector_tasks.c.status,
+      connector_tasks.c.created_at)
+Index("ix_connector_tasks_run", connector_tasks.c.run_id, connector_tasks.c.created_at)
+Index("ix_connector_tasks_claim", connector_tasks.c.claimed_by, connector_tasks.c.status)
+Index("ix_connector_tasks_status", connector_tasks.c.status, connector_tasks.c.created_at)
+Index("ix_connector_tasks_sandbox", connector_tasks.c.cloud_sandbox_id,
+      connector_tasks.c.status)
+
+sandbox_hosts = Table(
+    "sandbox_hosts", metadata,
+    # "ash-…"
+    Column("id", String(32), primary_key=True),
+    Column("name", String(120), nullable=False),
+    Column("connector_device_id", String(32),
+           ForeignKey("connector_devices.id", ondelete="CASCADE"), nullable=False, unique=True),
+    # the admin who created it (owner of the hidden device)
+    Column("created_by", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    # JSON text of an object (§3.2), kept as the admin sent it
+    Column("security_policy", Text, nullable=False, server_default=""),
+    Column("runtime_price_hour_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("cpu_price_hour_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("memory_price_gb_hour_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("storage_price_gb_hour_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("runtime_multiplier_nanos", BigInteger, nullable=False,
+           server_default=text("1000000000")),
+    # hello.capacity {cpu_cores, memory_mb, disk_gb} as last reported ([P-24]); None until then
+    Column("reported_capacity", JSONText, nullable=True),
+    Column("last_seen_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+
+cloud_sandboxes = Table(
+    "cloud_sandboxes", metadata,
+    # "acs-…"
+    Column("id", String(32), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("host_id", String(32), ForeignKey("sandbox_hosts.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("name", String(120), nullable=False),
+    Column("image", String(255), nullable=False),
+    # decimal cores in nano-units (0.25 core = 250000000)
+    Column("cpu_cores_nanos", BigInteger, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("disk_gb", Integer, nullable=False),
+    # ready | deleted
+    Column("status", String(16), nullable=False, server_default="ready"),
+    Column("storage_charged_at", UTCDateTime, nullable=True),
+    Column("deleted_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+Index("ix_cloud_sandboxes_user", cloud_sandboxes.c.user_id, cloud_sandboxes.c.updated_at)
+Index("ix_cloud_sandboxes_host", cloud_sandboxes.c.host_id, cloud_sandboxes.c.status)
+
+sandbox_charges = Table(
+    "sandbox_charges", metadata,
+    # "asc-…"
+    Column("id", String(32), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("sandbox_id", String(32), ForeignKey("cloud_sandboxes.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("host_id", String(32), nullable=False),
+    # runtime | storage
+    Column("kind", String(16), nullable=False),
+    # "task:<task id>" or "storage:<sandbox id>:<time>": unique, so nothing is charged twice
+    Column("reference", String(200), nullable=False, unique=True),
+    # minutes (runtime) or hours (storage) as an exact decimal string
+    Column("quantity", String(64), nullable=False),
+    Column("cost_nanos", BigInteger, nullable=False),
+    # JSON text of the rates used
+    Column("rate_snapshot", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+Index("ix_sandbox_charges_sandbox", sandbox_charges.c.sandbox_id, sandbox_charges.c.created_at)
+
+
+# --- assistant chat (agents contract §1) ----------------------------------------------------
+# The admin settings are ``advanced_chat_<field>`` rows of ``settings`` (§1.1); what follows is
+# per user.  String ids are the contract's ``<prefix>-<base32>`` ids (§0.1).
+
+assistant_user_settings = Table(
+    "assistant_user_settings", metadata,
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), primary_key=True),
+    Column("title_model_name", String(100), nullable=False, server_default=""),
+    Column("title_user_channel_id", Integer, nullable=False, server_default=ZERO),
+    # recent | all
+    Column("title_generation_scope", String(16), nullable=False, server_default="recent"),
+    Column("connector_approval_agent_id", String(32), nullable=False, server_default=""),
+    # the user's custom MCP server items (§1.3), replaced as a whole list
+    Column("custom_mcp_servers", JSONText, nullable=False, server_default="[]"),
+    *_timestamps(),
+)
+
+assistant_agents = Table(
+    "assistant_agents", metadata,
+    _id(),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    # the user's always-present agent, answered as id "default" (§1.4)
+    Column("is_default", Boolean, nullable=False, server_default=FALSE),
+    Column("name", String(100), nullable=False),
+    Column("description", Text, nullable=False, server_default=""),
+    Column("prompt", Text, nullable=False, server_default=""),
+    Column("default_model", String(100), nullable=False, server_default=""),
+    Column("user_channel_id", Integer, nullable=False, server_default=ZERO),
+    Column("stream", Boolean, nullable=False, server_default=FALSE),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    Column("visibility", String(16), nullable=False, server_default="personal"),
+    Column("skill_ids", JSONText, nullable=False, server_default="[]"),
+    Column("mcp_server_ids", JSONText, nullable=False, server_default="[]"),
+    Column("knowledge_base_ids", JSONText, nullable=False, server_default="[]"),
+    Column("preset_messages", JSONText, nullable=False, server_default="[]"),
+    # allowed tool groups ([P-4]); empty = all
+    Column("tools", JSONText, nullable=False, server_default="[]"),
+    *_timestamps(),
+    UniqueConstraint("user_id", "name", name="uq_assistant_agents_user_name"),
+)
+
+assistant_skills = Table(
+    "assistant_skills", metadata,
+    _id(),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("description", Text, nullable=False, server_default=""),
+    Column("prompt", Text, nullable=False, server_default=""),
+    Column("content", Text, nullable=False, server_default=""),
+    Column("enabled", Boolean, nullable=False, server_default=TRUE),
+    Column("mcp_server_ids", JSONText, nullable=False, server_default="[]"),
+    *_timestamps(),
+    UniqueConstraint("user_id", "name", name="uq_assistant_skills_user_name"),
+)
+
+assistant_sessions = Table(
+    "assistant_sessions", metadata,
+    # client-chosen (<= 80 chars) or ``acs-...``; unique across users (409 when taken, §1.6)
+    Column("id", String(80), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("title", String(200), nullable=False, server_default=""),
+    # chat | assistant | agent_group
+    Column("run_mode", String(16), nullable=False, server_default="chat"),
+    Column("agent_id", String(32), nullable=False, server_default=""),
+    Column("agent_group_id", String(80), nullable=False, server_default=""),
+    Column("skill_ids", JSONText, nullable=False, server_default="[]"),
+    Column("mcp_server_ids", JSONText, nullable=False, server_default="[]"),
+    Column("knowledge_base_ids", JSONText, nullable=False, server_default="[]"),
+    Column("connector_device_id", String(80), nullable=False, server_default=""),
+    Column("connector_workspace_path", Text, nullable=False, server_default=""),
+    Column("cloud_sandbox_id", String(80), nullable=False, server_default=""),
+    # manual | full_access | assistant
+    Column("connector_approval_mode", String(16), nullable=False, server_default="manual"),
+    Column("connector_command_prefixes", JSONText, nullable=False, server_default="[]"),
+    Column("model_name", String(100), nullable=False, server_default=""),
+    Column("user_channel_id", Integer, nullable=False, server_default=ZERO),
+    Column("max_tokens", Integer, nullable=False, server_default=ZERO),
+    # a sampling knob (0..2), not money; kept as JSON so 0.7 round-trips as written
+    Column("temperature", JSONText, nullable=True),
+    Column("reasoning_effort", String(16), nullable=False, server_default=""),
+    Column("auto_compress_context", Boolean, nullable=False, server_default=FALSE),
+    Column("disabled_tool_groups", JSONText, nullable=False, server_default="[]"),
+    Column("folder_id", String(80), nullable=False, server_default=""),
+    Column("metadata", JSONText, nullable=False, server_default="{}"),
+    # internal studio work sessions are read-only through the chat routes (§1.6, §4.16)
+    Column("internal", Boolean, nullable=False, server_default=FALSE),
+    *_timestamps(),
+)
+Index("ix_assistant_sessions_user", assistant_sessions.c.user_id,
+      assistant_sessions.c.updated_at)
+
+assistant_messages = Table(
+    "assistant_messages", metadata,
+    Column("session_id", String(80), ForeignKey("assistant_sessions.id", ondelete="CASCADE"),
+           primary_key=True),
+    # a client id kept as given when valid, else ``acm-...``; unique within its session
+    Column("id", String(80), primary_key=True),
+    Column("position", Integer, nullable=False),
+    # user | assistant
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False, server_default=""),
+    Column("content_parts", JSONText, nullable=False, server_default="[]"),
+    Column("tool_calls", JSONText, nullable=False, server_default="[]"),
+    *_timestamps(),
+)
+Index("ix_assistant_messages_position", assistant_messages.c.session_id,
+      assistant_messages.c.position)
+
+assistant_runs = Table(
+    "assistant_runs", metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", Integer, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("session_id", String(80), ForeignKey("assistant_sessions.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("assistant_message_id", String(80), nullable=False),
+    # assistant | agent_group
+    Column("mode", String(16), nullable=False),
+    # queued | running | completed | failed | cancelled (guarded transitions, §1.9)
+    Column("status", String(16), nullable=False, server_default="queued"),
+    Column("status_message", String(64), nullable=False, server_default=""),
+    Column("current_round", Integer, nullable=False, server_default=ZERO),
+    Column("error_message", Text, nullable=False, server_default=""),
+    Column("cost_nanos", BigInteger, nullable=False, server_default=ZERO),
+    Column("tool_calls", Integer, nullable=False, server_default=ZERO),
+    Column("tool_call_details", JSONText, nullable=False, server_default="[]"),
+    # everything the background worker needs to run it on any node (prepared request)
+    Column("request", JSONText, nullable=False, server_default="{}"),
+    # the node working it and until when its lease holds (a dead node's run fails, §1.9)
+    Column("node_name", String(100), nullable=False, server_default=""),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("deadline_at", UTCDateTime, nullable=True),
+    Column("started_at", UTCDateTime, nullable=True),
+    Column("finished_at", UTCDateTime, nullable=True),
+    *_timestamps(),
+)
+Index("ix_assistant_runs_session", assistant_runs.c.session_id, assistant_runs.c.status)
+Index("ix_assistant_runs_user", assistant_runs.c.user_id, assistant_runs.c.status)
+
+assistant_run_events = Table(
+    "assistant_run_events", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("run_id", String(32), ForeignKey("assistant_runs.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("session_id", String(80), nullable=False),
+    # 1, 2, 3 ... per run
+    Column("seq", Integer, nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("payload", JSONText, nullable=False, server_default="{}"),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("run_id", "seq", name="uq_assistant_run_events_run_seq"),
+)

@@ -10,8 +10,6 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select
-from sqlalchemy.engine import Connection
 
 from gateway import errors
 from gateway.auth import Caller, authenticate
@@ -19,23 +17,9 @@ from gateway.billing.money import format_decimal, from_nanos
 from gateway.catalog.meta_listing import shown
 from gateway.context import GatewayContext
 from gateway.limits import global_identity
-from gateway.store import schema
+from gateway.store.balances import key_quota, wallet_totals
 
 CREDITS_PER_UNIT = Decimal(10)
-
-
-def _key_numbers(conn: Connection, key_id: int) -> tuple[int, int]:
-    row = conn.execute(select(schema.api_keys.c.quota_limit_nanos, schema.api_keys.c.spent_nanos)
-                       .where(schema.api_keys.c.id == key_id)).first()
-    return (row[0], row[1]) if row else (0, 0)
-
-
-def _wallet(conn: Connection, user_id: int) -> tuple[int, int]:
-    balance = conn.execute(select(schema.users.c.balance_nanos)
-                           .where(schema.users.c.id == user_id)).scalar() or 0
-    used = conn.execute(select(func.coalesce(func.sum(schema.usage_logs.c.cost_nanos), 0))
-                        .where(schema.usage_logs.c.user_id == user_id)).scalar() or 0
-    return int(balance), int(used)
 
 
 async def _caller(ctx: GatewayContext, request: Any) -> Caller:
@@ -70,12 +54,12 @@ async def models(ctx: GatewayContext, request: Any) -> bytes:
 async def key_balance(ctx: GatewayContext, request: Any) -> bytes:
     caller = await _caller(ctx, request)
     if caller.key is None:
-        balance, _used = await ctx.db.transaction(_wallet, caller.user.id)
+        balance, _used = await ctx.db.transaction(wallet_totals, caller.user.id)
         remain = from_nanos(balance)
         return orjson.dumps({"success": True, "remain_balance": format_decimal(remain),
                              "remain_credits": _credits(remain), "used_balance": "0",
                              "used_credits": 0, "unlimited_quota": True})
-    quota, spent = await ctx.db.transaction(_key_numbers, caller.key.id)
+    quota, spent = await ctx.db.transaction(key_quota, caller.key.id)
     used = from_nanos(spent)
     if quota <= 0:
         return orjson.dumps({"success": True, "remain_balance": "-1", "remain_credits": -1,
@@ -90,7 +74,7 @@ async def key_balance(ctx: GatewayContext, request: Any) -> bytes:
 
 async def user_balance(ctx: GatewayContext, request: Any) -> bytes:
     caller = await _caller(ctx, request)
-    balance, used_nanos = await ctx.db.transaction(_wallet, caller.user.id)
+    balance, used_nanos = await ctx.db.transaction(wallet_totals, caller.user.id)
     remain, used = from_nanos(balance), from_nanos(used_nanos)
     return orjson.dumps({"success": True, "remain_balance": format_decimal(remain),
                          "remain_credits": _credits(remain), "used_balance": format_decimal(used),

@@ -2,7 +2,9 @@
 
 ``GatewayCall.run`` wraps a subclass's ``_serve`` so that every exit -- success, refusal, upstream
 failure, client disconnect, crash -- answers once in the client's error shape and settles
-exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").
+exactly once (DESIGN.md: "settle (finally, exactly once, not cancellable)").  ``_serve``
+returns the call's ``Outcome`` (``gateway.v1.outcome``); a refusal raised on the way becomes
+one; ``run`` turns it into the answer's error, the attempt's metrics and the settlement.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from twisted.python.failure import Failure
 
 from gateway import errors, routing
 from gateway.auth import Caller, authenticate
+from gateway.billing.usage import Usage
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot, UserChannel
 from gateway.channels.http import (
     BodyTooLarge,
@@ -42,6 +45,15 @@ from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.observability.log_context import REQUEST_ID
 from gateway.observability.outcomes import attempt_outcome
 from gateway.observability.tracing import Tracing, client_trace_headers
+from gateway.v1.outcome import (
+    ClientLeft,
+    Outcome,
+    Refused,
+    attempt_failed,
+    internal_error,
+    refusal_of,
+    settlement_record,
+)
 from gateway.v1.request_io import write_error
 
 log = Logger()
@@ -56,20 +68,12 @@ def new_request_id() -> str:
     return f"{random.getrandbits(96):024x}"
 
 
-class ClientLeft(GatewayError):
+class ClientLeftError(GatewayError):
     """The client hung up while its upstream request was pending: our own cancel ended the
-    attempt, so it is nobody's failure (logged 499, nothing produced, nothing billed)."""
+    attempt, so it is nobody's failure (the ``ClientLeft`` outcome: 499, nothing billed)."""
 
     def __init__(self) -> None:
         super().__init__(499, "client disconnected", type="client_closed_request")
-
-
-class _Failover(Exception):
-    """This attempt failed before anything reached the client; try the next candidate."""
-
-    def __init__(self, error: GatewayError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 class GatewayCall(ABC):
@@ -105,6 +109,9 @@ class GatewayCall(ABC):
                                    if ctx.tracing is not None else None)
         self._attempt_span: Span | None = None
         self.input_tokens = 0
+        #: usage known before the upstream answers (a task's priced usage): a refusal's row
+        #: shows it, at no cost
+        self.planned_usage: Usage | None = None
         request.notifyFinish().addErrback(self._disconnected)
         request.setHeader(b"x-request-id", self.log.request_id.encode())
 
@@ -132,38 +139,43 @@ class GatewayCall(ABC):
 
     async def run(self) -> None:
         self.ctx.calls.opened(self)
-        failed = True
         REQUEST_ID.set(self.log.request_id)  # this call's context only (log_context)
+        outcome: Outcome = internal_error()
         try:
-            await self._serve()
-            failed = False
-        except GatewayError as error:
-            self.log.status = error.status
-            self.log.error_message = error.message
-            self._answer_error(error)
-        except Exception:
-            if self.cut_by_shutdown:
-                refusal = errors.shutting_down()
-                self.log.status = refusal.status
-                self.log.error_message = refusal.message
-                self._answer_error(refusal)
-            else:
-                log.failure("unhandled error in text route")
-                self.log.status = 500
-                self.log.error_message = "internal error"
-                self._answer_error(errors.internal())
+            outcome = await self._outcome()
         finally:
             self.ctx.calls.closed(self)
-            self._attempt_ended(failed=failed)
+            self._attempt_ended(failed=attempt_failed(outcome))
             if self._span is not None:
                 Tracing.end_request(self._span, self.request.code)
-            self._settle()
+            self._settle(outcome)
+
+    async def _outcome(self) -> Outcome:
+        """``_serve``'s outcome, a refusal raised on the way turned into one; an error that
+        nobody answered yet is answered here, once."""
+        try:
+            outcome = await self._serve()
+        except ClientLeftError:
+            outcome = ClientLeft()
+        except GatewayError as error:
+            outcome = Refused(error, logged=self.planned_usage)
+        except Exception:
+            if self.cut_by_shutdown:
+                outcome = Refused(errors.shutting_down())
+            else:
+                log.failure("unhandled error in a /v1 call")
+                outcome = internal_error()
+        unanswered = refusal_of(outcome)
+        if unanswered is not None:
+            self._answer_error(unanswered)
+        return outcome
 
     # --- the path -------------------------------------------------------------------------
 
     @abstractmethod
-    async def _serve(self) -> None:
-        """The route itself: everything between the request and its answer."""
+    async def _serve(self) -> Outcome:
+        """The route itself: everything between the request and its answer, ending in the
+        call's outcome (or raising a refusal)."""
 
     async def _caller(self) -> Caller:
         """Gateway switch, authentication and the global rate limit (pipeline steps 1-4)."""
@@ -240,38 +252,29 @@ class GatewayCall(ABC):
     async def _open_upstream(self, channel: Any, url: str, headers: dict[bytes, list[bytes]],
                              body: bytes, first_byte_timeout: float) -> UpstreamResponse:
         """One upstream attempt up to the response's head: the SSRF check, the attempt's
-        count and span, the request, and what a missing answer means.  Raises ``ClientLeft``
-        when the client's hang-up cancelled it, else a ``GatewayError`` (SSRF refusal, no
-        upstream answer: reported on the channel); the caller decides whether to fail over."""
+        count and span, then ``open_upstream``.  Raises ``ClientLeftError`` when the
+        client's hang-up cancelled it, else a ``GatewayError`` (SSRF refusal, no upstream
+        answer: reported on the channel); the caller decides whether to fail over."""
         guard_url(self.ctx, url)
         self._attempt_began(channel.id)
-        self._pending = self.ctx.upstream.request(b"POST", url, self._traced(headers), body,
-                                                  first_byte_timeout=first_byte_timeout)
         try:
-            response = await self._pending
-        except UpstreamBlocked:
-            raise errors.ssrf_blocked() from None
-        except UpstreamError as exc:
-            self._attempt_error = exc
-            if self.client_gone:
-                raise ClientLeft() from None
-            report_transport(self.ctx.health, self.log, channel, exc)
-            raise errors.upstream_failed() from None
-        finally:
-            self._pending = None
+            response = await open_upstream(
+                self.ctx, self.log, channel, url, self._traced(headers), body,
+                first_byte_timeout, hold=self._hold_pending, left=lambda: self.client_gone)
+        except GatewayError as failed:
+            if isinstance(failed.__cause__, UpstreamError):
+                self._attempt_error = failed.__cause__
+            raise
         self._response = response
         return response
 
+    def _hold_pending(self, pending: Deferred[UpstreamResponse] | None) -> None:
+        self._pending = pending
+
     async def _refusal(self, channel: Any, response: UpstreamResponse,
-                       body: bytes | None = None) -> GatewayError:
-        """The error an upstream error status becomes, after reporting it on the channel
-        (``body``: the answer when the caller already read it)."""
-        if body is None:
-            body = b""
-            with contextlib.suppress(UpstreamError, BodyTooLarge):
-                body = await response.read_all(1 << 20, idle_timeout=30)
-        report_status(self.ctx.health, self.log, channel, response.code, body)
-        return errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+                       body: bytes | None = None) -> Refused:
+        """``upstream_refusal`` for this call."""
+        return await upstream_refusal(self.ctx, self.log, channel, response, body)
 
     def _traced(self, headers: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
         """``headers`` for the upstream plus the W3C trace context: the attempt's span when
@@ -290,8 +293,7 @@ class GatewayCall(ABC):
         if channel_id is None and span is None:
             return
         self._attempt_channel = self._attempt_span = None
-        outcome = attempt_outcome(self._response, self._attempt_error,
-                                  failed or self.log.status >= 500)
+        outcome = attempt_outcome(self._response, self._attempt_error, failed)
         if span is not None:
             Tracing.end_attempt(span, outcome)
         metrics = self.ctx.metrics
@@ -315,16 +317,62 @@ class GatewayCall(ABC):
             error.headers.setdefault(name, value)
         write_error(self.request, self.family, error)
 
-    def _settle(self) -> None:
+    def _settle(self, outcome: Outcome) -> None:
+        """Queue the one settlement of this call: its outcome's row and charge."""
         ctx = self.ctx
         if self.log.user_id == 0:
             return  # never authenticated: nothing to bill, nothing to log against a user
-        if self.log.status == 429 and self.reservation is None:
+        if outcome.status == 429 and self.reservation is None:
             return  # a refused flood must not turn into a flood of log rows
-        record = self.log.record(ctx.clock.seconds(), ctx.now())
+        record = settlement_record(self.log, outcome, ctx.clock.seconds(), ctx.now())
         if self.split_record is not None:
             record = self.split_record(record)
         ctx.settler.settle_and_forget(self.reservation, record)
+
+
+# --- the upstream step: one place for every route family and a meta model's sub-calls ----
+
+
+async def open_upstream(ctx: GatewayContext, log: RequestLog, channel: Any, url: str,
+                        headers: dict[bytes, list[bytes]], body: bytes,
+                        first_byte_timeout: float, *,
+                        hold: Callable[[Deferred[UpstreamResponse] | None], None],
+                        left: Callable[[], bool]) -> UpstreamResponse:
+    """The upstream request up to the response's head (the URL already passed
+    ``guard_url``).  ``hold`` is given the pending request while it waits (so that a hang-up
+    or a hedge's winner can cancel it: the socket closes at once) and None after; ``left``
+    says whether such a cancel ended it.  Raises ``ClientLeftError`` then, else a
+    ``GatewayError`` (SSRF refusal at connect time; no upstream answer, reported on the
+    channel, with the transport error as its ``__cause__``)."""
+    pending = ctx.upstream.request(b"POST", url, headers, body,
+                                   first_byte_timeout=first_byte_timeout)
+    hold(pending)
+    try:
+        return await pending
+    except UpstreamBlocked:
+        raise errors.ssrf_blocked() from None
+    except UpstreamError as exc:
+        if left():
+            raise ClientLeftError() from None
+        report_transport(ctx.health, log, channel, exc)
+        raise errors.upstream_failed() from exc
+    finally:
+        hold(None)
+
+
+async def upstream_refusal(ctx: GatewayContext, log: RequestLog, channel: Any,
+                           response: UpstreamResponse, body: bytes | None = None) -> Refused:
+    """What an upstream error status becomes, after reporting it on the channel
+    (``body``: the answer when the caller already read it): the client's error, and
+    whether another channel may serve (``routing.retryable``)."""
+    if body is None:
+        body = b""
+        with contextlib.suppress(UpstreamError, BodyTooLarge):
+            body = await response.read_all(1 << 20, idle_timeout=30)
+    report_status(ctx.health, log, channel, response.code, body)
+    error = errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+    return Refused(error, retryable=routing.retryable(
+        routing.Outcome(routing.STATUS, status=response.code)))
 
 
 #: verdicts of ``check_url`` per (url, the three settings it reads): the same few channel URLs

@@ -33,6 +33,7 @@ from gateway.protocols.estimate import estimate_tokens, tokens_for_bytes
 from gateway.protocols.usage import extract_usage
 from gateway.v1.call import GatewayCall
 from gateway.v1.multipart import MultipartError, Part, build, field, parse
+from gateway.v1.outcome import ClientLeft, Outcome, Served, StreamFailed, UpstreamFailed
 from gateway.v1.request_io import read_body, write_json_bytes
 from gateway.v1.tasks.images import store_image_task, task_answer
 
@@ -120,7 +121,7 @@ class MediaCall(GatewayCall):
         #: the upstream answered with a task: charged in the task's own transaction
         self.task_stored = False
 
-    async def _serve(self) -> None:
+    async def _serve(self) -> Outcome:
         caller = await self._caller()
         raw = read_body(self.request, self.ctx.max_body_bytes)
         parts, model = self._read(raw)
@@ -150,12 +151,11 @@ class MediaCall(GatewayCall):
         response = await self._open_upstream(channel, url, headers, body,
                                              self.ctx.timeouts.first_byte)
         if response.code >= 400:
-            raise await self._refusal(channel, response)
+            return await self._refusal(channel, response)  # final: one target only
         self.ctx.health.record_success(channel.id)
         if self.route.stream_bytes:
-            await self._stream(response)
-        else:
-            await self._whole(response)
+            return await self._stream(response)
+        return await self._whole(response)
 
     def _read(self, raw: bytes) -> tuple[list[Part] | None, str]:
         if self.route.multipart:
@@ -196,34 +196,34 @@ class MediaCall(GatewayCall):
         assert self.route.estimate is not None
         return self.route.estimate(self.fields, answer, self.upload_bytes)
 
-    async def _whole(self, response: UpstreamResponse) -> None:
+    async def _whole(self, response: UpstreamResponse) -> Outcome:
         try:
             answer = await response.read_all(MAX_ANSWER,
                                              idle_timeout=self.ctx.timeouts.stream_idle)
         except (UpstreamError, BodyTooLarge):
-            raise errors.upstream_read_failed() from None
-        usage = None
+            return UpstreamFailed(errors.upstream_read_failed())
+        measured = None
         with contextlib.suppress(orjson.JSONDecodeError, AttributeError):
             parsed = orjson.loads(answer)
             if isinstance(parsed, dict):
-                usage = extract_usage("openai", parsed)
-        self.log.usage = usage or self._estimate(answer)
-        self.log.delivered = True
+                measured = extract_usage("openai", parsed)
+        usage = measured or self._estimate(answer)
         self.log.first_byte_at = self.ctx.clock.seconds()
         task = task_answer(answer) if self.route.path == "/v1/images/generations" else None
         if task is not None:
-            created = await store_image_task(self, self.fields, task, self.log.usage)
+            created = await store_image_task(self, self.fields, task, usage)
             self.task_stored = True
             write_json_bytes(self.request, 200, created)
-            return
+            return Served(usage)
         write_json_bytes(self.request, response.code, answer,
                          [h for h in relayable_headers(response.headers)])
+        return Served(usage)
 
-    def _settle(self) -> None:
-        if not self.task_stored:
-            super()._settle()
+    def _settle(self, outcome: Outcome) -> None:
+        if not self.task_stored:  # a stored task was charged in its own transaction
+            super()._settle(outcome)
 
-    async def _stream(self, response: UpstreamResponse) -> None:
+    async def _stream(self, response: UpstreamResponse) -> Outcome:
         writer = StreamWriter(self.request, self.ctx.clock, heartbeat_interval=None)
         self.writer = writer
         writer.set_response(response.code, relayable_headers(response.headers))
@@ -246,15 +246,17 @@ class MediaCall(GatewayCall):
             if metrics is not None:
                 metrics.stream_closed(family)
         self.log.first_byte_at = writer.first_byte_at
-        self.log.delivered = writer.started
-        self.log.usage = self._estimate(b"") if size == 0 else Usage(
+        usage = self._estimate(b"") if size == 0 else Usage(
             input=self.input_tokens, output=max(1, size // 1000),
             audio_out=max(1, size // 1000), estimated=True)
         if failure is None:
             writer.finish()
-            return
+            return Served(usage)
         if not writer.started and not writer.closed_by_client:
             self.writer = None
-            raise GatewayError(502, "Upstream request failed", type="upstream_error")
-        self.log.status = 499 if writer.closed_by_client else 502
+            return UpstreamFailed(GatewayError(502, "Upstream request failed",
+                                               type="upstream_error"))
         writer.finish()
+        if writer.closed_by_client:
+            return ClientLeft(usage, delivered=writer.started)
+        return StreamFailed(usage, type(failure).__name__)

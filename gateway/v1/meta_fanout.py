@@ -35,9 +35,9 @@ from gateway.metamodels.program import Call, Judge, Parallel
 from gateway.metamodels.variables import JUDGE_ANSWER, request_variables
 from gateway.protocols.answer_text import with_user_message
 from gateway.protocols.request import CHAT, ClientRequest, parse_client_request
-from gateway.v1.call import _Failover
 from gateway.v1.meta_billing import meta_priced
-from gateway.v1.meta_subcalls import CANCELLED, SubAnswer, SubCalls
+from gateway.v1.meta_subcalls import SubAnswer, SubCalls, cancelled
+from gateway.v1.outcome import Outcome, Served
 from gateway.v1.request_io import write_json_bytes
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class FanOutResult:
     model: str | None
     request: ClientRequest
     #: a hedged ``parallel``'s winner, relayed by the client call
-    deliver: Callable[[], Coroutine[Any, Any, None]] | None = None
+    deliver: Callable[[], Coroutine[Any, Any, Outcome]] | None = None
 
 
 class ProgramRun:
@@ -169,33 +169,30 @@ class ProgramRun:
         reached us); a failed stream wrote its own row."""
         calls = self.fan_out.calls
         if not self.request.stream:
-            calls.settle(answer.log)  # failed, cancelled, or a whole answer just too late
+            calls.settle(answer)  # failed, cancelled, or a whole answer just too late
         elif answer.response is not None:
             answer.response.abort()
-            answer.log.status = 499
-            answer.log.error_message = CANCELLED
-            calls.settle(answer.log)
+            answer.outcome = cancelled()
+            calls.settle(answer)
 
-    async def _deliver(self, winner: SubAnswer) -> None:
-        """Relay the winning call's answer as the client call's own."""
+    async def _deliver(self, winner: SubAnswer) -> Outcome:
+        """Relay the winning call's answer as the client call's own: its outcome is the
+        client call's (a stream that fails before its first byte reached the client is
+        final here -- the hedge already chose -- and answered as an error)."""
         call = self.call
         assert winner.priced is not None
         call.log.priced = meta_priced(self.meta, winner.priced)
         if winner.response is not None and winner.translator is not None:
             call._response = winner.response  # a client hang-up closes it
-            try:
-                await call._relay_stream(winner.translator, winner.response)
-            except _Failover as failover:  # it failed before its first byte reached the client
-                raise failover.error from None
-            return
-        log = call.log
-        log.usage, log.delivered = winner.log.usage, True
-        log.first_byte_at = winner.log.first_byte_at
-        if call.client_gone:
-            return
-        write_json_bytes(call.request, 200, winner.body,
-                         [(b"content-type", b"application/json")]
-                         + [(k.encode(), v.encode()) for k, v in call.extra_headers.items()])
+            return await call._relay_stream(winner.translator, winner.response)
+        assert isinstance(winner.outcome, Served)
+        call.log.first_byte_at = winner.log.first_byte_at
+        if not call.client_gone:  # gone: the upstream produced it all the same, so it bills
+            write_json_bytes(call.request, 200, winner.body,
+                             [(b"content-type", b"application/json")]
+                             + [(k.encode(), v.encode())
+                                for k, v in call.extra_headers.items()])
+        return winner.outcome
 
 
 async def _all(starts: list[Coroutine[Any, Any, SubAnswer]]) -> list[SubAnswer]:

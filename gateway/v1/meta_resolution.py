@@ -32,6 +32,7 @@ from gateway.v1.call import GatewayCall, reserve_or_refuse
 from gateway.v1.meta_billing import meta_priced
 from gateway.v1.meta_fanout import FanOut, ProgramRun
 from gateway.v1.meta_reserve import MetaReserve
+from gateway.v1.outcome import Outcome
 
 if TYPE_CHECKING:
     from gateway.v1.text_route import TextCall
@@ -54,7 +55,7 @@ class MetaRoute:
     #: a ``judge`` or ``parallel`` ran sub-calls: the final row is split at settlement
     fan_out: FanOut | None = None
     #: a hedged ``parallel``: relays the winning call's answer
-    deliver: Callable[[], Coroutine[Any, Any, None]] | None = None
+    deliver: Callable[[], Coroutine[Any, Any, Outcome]] | None = None
 
     def priced(self, attempts: Sequence[Priced]) -> list[Priced]:
         """The attempts as billed: unchanged in ``actual`` mode; in ``meta`` mode every one

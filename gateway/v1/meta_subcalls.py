@@ -15,17 +15,16 @@ whose winner the client call relays).  ``cancel`` closes every upstream socket s
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 
-from gateway import errors, routing
+from gateway import errors
 from gateway.auth import Caller
 from gateway.channels.channel_types import normalise_channel_type
-from gateway.channels.http import BodyTooLarge, UpstreamBlocked, UpstreamError, UpstreamResponse
-from gateway.channels.upstream_failure import report_status, report_transport
+from gateway.channels.http import BodyTooLarge, UpstreamError, UpstreamResponse
 from gateway.channels.upstream_url import join, json_headers
 from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, global_identity
@@ -36,7 +35,14 @@ from gateway.protocols.errors import ProtocolError, UpstreamFormatError
 from gateway.protocols.estimate import estimate_tokens
 from gateway.protocols.request import ClientRequest
 from gateway.protocols.translate import Translator, make_translator
-from gateway.v1.call import guard_url, limiter_verdict, upstream_header
+from gateway.v1.call import (
+    ClientLeftError,
+    guard_url,
+    limiter_verdict,
+    open_upstream,
+    upstream_refusal,
+)
+from gateway.v1.outcome import Outcome, Refused, Served, settlement_record
 
 if TYPE_CHECKING:
     from gateway.v1.text_route import TextCall
@@ -54,6 +60,17 @@ class _Retry(Exception):
         self.error = error
 
 
+def cancelled_error() -> GatewayError:
+    """A sub-call ended by our own cancel (the client left, or another call of a hedged
+    ``parallel`` won) before it produced anything: 499."""
+    return GatewayError(499, CANCELLED, type="client_closed_request")
+
+
+def cancelled() -> Refused:
+    """``cancelled_error`` as the sub-call's outcome: nothing billed."""
+    return Refused(cancelled_error())
+
+
 @dataclass
 class SubAnswer:
     """What one sub-call got: an answer (whole, or a started stream) or the error."""
@@ -62,6 +79,8 @@ class SubAnswer:
     model: str
     log: RequestLog
     error: GatewayError | None = None
+    #: how the sub-call ended, for its row (None: a started stream the client call relays)
+    outcome: Outcome | None = None
     #: whole answers: the client-family body and its text
     body: bytes = b""
     text: str = ""
@@ -114,10 +133,11 @@ class SubCalls:
             if response is not keep:
                 response.abort()
 
-    def settle(self, log: RequestLog) -> None:
+    def settle(self, answer: SubAnswer) -> None:
         """Queue a sub-call's row: its cost in ``actual`` mode, 0 (tokens kept) in ``meta``."""
         ctx = self.ctx
-        record = log.record(ctx.clock.seconds(), ctx.now())
+        outcome = answer.outcome if answer.outcome is not None else cancelled()
+        record = settlement_record(answer.log, outcome, ctx.clock.seconds(), ctx.now())
         if self.meta.bills_meta:
             record = replace(record, cost=None)
         ctx.settler.settle_and_forget(None, record)
@@ -131,7 +151,7 @@ class SubCalls:
             await self._attempts(answer, request, whole=True)
         finally:
             if settle:
-                self.settle(answer.log)
+                self.settle(answer)
         return answer
 
     async def open(self, number: int, model: str, request: ClientRequest) -> SubAnswer:
@@ -141,7 +161,7 @@ class SubCalls:
         answer = SubAnswer(number, model, self._log(number, model, True))
         await self._attempts(answer, request, whole=False)
         if not answer.ok:
-            self.settle(answer.log)
+            self.settle(answer)
         return answer
 
     async def _attempts(self, answer: SubAnswer, request: ClientRequest, *,
@@ -150,7 +170,7 @@ class SubCalls:
         try:
             for priced in await self._plan(answer.model):
                 if self.cancelled:
-                    last = GatewayError(499, CANCELLED, type="client_closed_request")
+                    last = cancelled_error()
                     break
                 answer.log.priced = priced
                 try:
@@ -161,8 +181,7 @@ class SubCalls:
         except GatewayError as error:
             last = error
         answer.error = last
-        answer.log.status = last.status
-        answer.log.error_message = last.message
+        answer.outcome = Refused(last)
 
     async def _plan(self, model: str) -> list[Priced]:
         """The model's attempts, once the sub-call passed the caller's rate limits like any
@@ -199,31 +218,22 @@ class SubCalls:
             raise _Retry(GatewayError(exc.status, exc.message, type=exc.type)) from None
         url = join(channel.base_url, translator.upstream_path().decode())
         guard_url(ctx, url)
-        pending = ctx.upstream.request(
-            b"POST", url, json_headers(channel_type, channel.api_key),
-            translator.upstream_body(), first_byte_timeout=ctx.timeouts.first_byte)
-        self._pending.add(pending)
         try:
-            response = await pending
-        except UpstreamBlocked:
-            raise errors.ssrf_blocked() from None
-        except UpstreamError as exc:
-            if self.cancelled:
-                raise GatewayError(499, CANCELLED, type="client_closed_request") from None
-            report_transport(ctx.health, log, channel, exc)
-            raise _Retry(errors.upstream_failed()) from None
-        finally:
-            self._pending.discard(pending)
+            response = await open_upstream(
+                ctx, log, channel, url, json_headers(channel_type, channel.api_key),
+                translator.upstream_body(), ctx.timeouts.first_byte,
+                hold=self._holder(), left=lambda: self.cancelled)
+        except ClientLeftError:
+            raise cancelled_error() from None
+        except GatewayError as failed:
+            if isinstance(failed.__cause__, UpstreamError):
+                raise _Retry(failed) from None
+            raise
         if response.code >= 400:
-            body = b""
-            with contextlib.suppress(UpstreamError, BodyTooLarge):
-                body = await response.read_all(1 << 20, idle_timeout=30)
-            report_status(ctx.health, log, channel, response.code, body)
-            refusal = errors.from_upstream(response.code,
-                                           upstream_header(response, b"retry-after"))
-            if routing.retryable(routing.Outcome(routing.STATUS, status=response.code)):
-                raise _Retry(refusal)
-            raise refusal
+            refusal = await upstream_refusal(ctx, log, channel, response)
+            if refusal.retryable:
+                raise _Retry(refusal.error)
+            raise refusal.error
         ctx.health.record_success(channel.id)
         self._responses.add(response)
         answer.priced = priced
@@ -235,12 +245,25 @@ class SubCalls:
             answer.body = translator.response(response.code, body)
         except (UpstreamError, BodyTooLarge, UpstreamFormatError):
             if self.cancelled:
-                raise GatewayError(499, CANCELLED, type="client_closed_request") from None
+                raise cancelled_error() from None
             raise _Retry(errors.upstream_read_failed()) from None
         finally:
             self._responses.discard(response)
         answer.text = answer_text(request.family, answer.body)
-        log.usage = translator.usage or fallback_usage(
-            max(1, request.estimated_input_tokens), estimate_tokens(answer.body))
-        log.delivered = True
         log.first_byte_at = ctx.clock.seconds()
+        answer.outcome = Served(translator.usage or fallback_usage(
+            max(1, request.estimated_input_tokens), estimate_tokens(answer.body)))
+
+    def _holder(self) -> Callable[[Deferred[UpstreamResponse] | None], None]:
+        """``open_upstream``'s ``hold`` for one attempt: its pending request is among those
+        ``cancel`` cancels while it waits."""
+        held: list[Deferred[UpstreamResponse]] = []
+
+        def hold(pending: Deferred[UpstreamResponse] | None) -> None:
+            if pending is not None:
+                held.append(pending)
+                self._pending.add(pending)
+            else:
+                self._pending.difference_update(held)
+
+        return hold

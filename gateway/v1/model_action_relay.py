@@ -23,6 +23,7 @@ from gateway.channels.upstream_url import join, json_headers, relayable_headers
 from gateway.context import GatewayContext
 from gateway.protocols.estimate import estimate_texts
 from gateway.v1.call import GatewayCall
+from gateway.v1.outcome import Outcome, Served, UpstreamFailed
 from gateway.v1.request_io import read_body, write_json_bytes
 
 ACTIONS = ("countTokens", "embedContent", "batchEmbedContents")
@@ -62,7 +63,7 @@ class ModelActionRelayCall(GatewayCall):
         self.model = model
         self.action = action
 
-    async def _serve(self) -> None:
+    async def _serve(self) -> Outcome:
         caller = await self._caller()
         raw = read_body(self.request, self.ctx.max_body_bytes)
         try:
@@ -92,16 +93,14 @@ class ModelActionRelayCall(GatewayCall):
             channel, url, json_headers("modelaction", channel.api_key),
             orjson.dumps(upstream_body), self.ctx.timeouts.first_byte)
         if response.code >= 400:
-            raise await self._refusal(channel, response)
+            return await self._refusal(channel, response)
         self.ctx.health.record_success(channel.id)
         try:
             answer = await response.read_all(MAX_ANSWER,
                                              idle_timeout=self.ctx.timeouts.stream_idle)
         except (UpstreamError, BodyTooLarge):
-            raise errors.upstream_read_failed() from None
-        if billed:
-            self.log.usage = Usage(input=self.input_tokens, estimated=True)
-        self.log.delivered = billed
+            return UpstreamFailed(errors.upstream_read_failed())
         self.log.first_byte_at = self.ctx.clock.seconds()
         write_json_bytes(self.request, response.code, answer,
                          relayable_headers(response.headers))
+        return Served(Usage(input=self.input_tokens, estimated=True) if billed else None)

@@ -32,6 +32,7 @@ from gateway.protocols.sse import SSEParser
 from gateway.protocols.translate import Translator
 from gateway.v1 import model_action_relay
 from gateway.v1.model_action_relay import ModelActionRelayCall
+from gateway.v1.outcome import Outcome
 from gateway.v1.text_route import TextCall
 
 JSON_STREAM_HEADERS = [(b"content-type", b"application/json; charset=utf-8"),
@@ -89,11 +90,11 @@ class ModelActionCall(TextCall):
             return JsonArrayStream(translator)
         return translator
 
-    async def _serve(self) -> None:
+    async def _serve(self) -> Outcome:
         if self.target is None:
             await self._caller()
             raise errors.not_found()
-        await super()._serve()
+        return await super()._serve()
 
     def _parse(self, body: bytes) -> ClientRequest:
         assert self.target is not None

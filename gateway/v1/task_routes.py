@@ -21,8 +21,9 @@ from gateway.auth import authenticate
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.limits import global_identity
+from gateway.store import tasks as store
 from gateway.v1.request_io import write_error, write_json_bytes
-from gateway.v1.tasks import store, views
+from gateway.v1.tasks import views
 from gateway.v1.tasks.bodies import ARTJOB_ACTIONS
 from gateway.v1.tasks.poller import TaskPoller
 from gateway.v1.tasks.status import TERMINAL

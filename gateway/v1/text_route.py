@@ -6,8 +6,9 @@
 
 Settlement is queued, never awaited on the hot path: the reservation already holds the
 worst-case cost, so the answer can go out at once and the group commit writes the ledger within
-a few milliseconds (DESIGN.md, Money).  Every exit goes through ``GatewayCall.run``, which
-answers once and settles exactly once.
+a few milliseconds (DESIGN.md, Money).  Each attempt ends in one ``Outcome``
+(``gateway.v1.outcome``): its verdict decides whether the next candidate is tried, and
+``GatewayCall.run`` answers once and settles it exactly once.
 """
 
 from __future__ import annotations
@@ -35,8 +36,20 @@ from gateway.protocols.estimate import estimate_tokens
 from gateway.protocols.request import ClientRequest, parse_client_request
 from gateway.protocols.sse import PING
 from gateway.protocols.translate import Translator, make_translator
-from gateway.v1.call import ClientLeft, GatewayCall, _Failover
+from gateway.v1.call import ClientLeftError, GatewayCall
 from gateway.v1.meta_resolution import route_meta
+from gateway.v1.outcome import (
+    RETRYABLE,
+    ClientLeft,
+    Cut,
+    Outcome,
+    Refused,
+    Served,
+    StreamEndedEarly,
+    StreamFailed,
+    UpstreamFailed,
+    attempt_failed,
+)
 from gateway.v1.request_io import read_body, write_json_bytes
 
 #: largest non-streamed upstream answer we buffer
@@ -56,7 +69,7 @@ class TextCall(GatewayCall):
         super().__init__(ctx, request, endpoint)
         self.protocol_family = protocol_family
 
-    async def _serve(self) -> None:
+    async def _serve(self) -> Outcome:
         caller = await self._caller()
         client_request = self._parse(read_body(self.request, self.ctx.max_body_bytes))
         self.log.is_stream = client_request.stream
@@ -75,7 +88,7 @@ class TextCall(GatewayCall):
         await self._admit(caller, attempts, client_request.estimated_input_tokens,
                           client_request.max_output_tokens,
                           routed.reserve_nanos if routed else None)
-        await self._attempt_all(client_request, attempts)
+        return await self._attempt_all(client_request, attempts)
 
     def _parse(self, body: bytes) -> ClientRequest:
         try:
@@ -83,9 +96,12 @@ class TextCall(GatewayCall):
         except ProtocolError as exc:
             raise GatewayError(exc.status, exc.message, type=exc.type, param=exc.param) from None
 
-    async def _attempt_all(self, client_request: ClientRequest, attempts: list[Priced]) -> None:
+    async def _attempt_all(self, client_request: ClientRequest,
+                           attempts: list[Priced]) -> Outcome:
+        """Attempts in order while their outcome is retryable (failover before the first
+        byte); the first other outcome, or the last retryable one, is the call's."""
         deadline = routing.Deadline(self.ctx.clock, self.ctx.timeouts.attempts_total)
-        last: GatewayError = errors.no_channel()
+        outcome: Outcome = Refused(errors.no_channel())
         metrics = self.ctx.metrics
         failed_channel: int | None = None
         for priced in attempts:
@@ -94,36 +110,38 @@ class TextCall(GatewayCall):
             if failed_channel is not None and metrics is not None:
                 metrics.failover(failed_channel)
             self.log.priced = priced
-            try:
-                await self._attempt(client_request, priced, deadline)
-                return
-            except _Failover as failover:
-                last = failover.error
-                failed_channel = priced.candidate.channel.id
+            outcome = await self._attempt(client_request, priced, deadline)
+            if outcome.verdict != RETRYABLE:
+                return outcome
+            failed_channel = priced.candidate.channel.id
         if self.cut_by_shutdown:
-            raise errors.shutting_down()
-        raise last
+            return Refused(errors.shutting_down())
+        return outcome
 
     async def _attempt(self, client_request: ClientRequest, priced: Priced,
-                       deadline: routing.Deadline) -> None:
+                       deadline: routing.Deadline) -> Outcome:
         channel = priced.candidate.channel
         channel_type = normalise_channel_type(channel.type)
         try:
             translator = self._translator(channel_type, client_request,
                                           priced.candidate.upstream_model)
         except ProtocolError as exc:
-            raise _Failover(GatewayError(exc.status, exc.message, type=exc.type)) from None
+            # this channel's type cannot take the request: another one may (nothing sent)
+            return Refused(GatewayError(exc.status, exc.message, type=exc.type),
+                           retryable=True)
         url = join(channel.base_url, translator.upstream_path().decode())
         try:
-            await self._exchange(client_request, translator, url, channel_type, priced,
-                                 deadline)
+            outcome = await self._exchange(client_request, translator, url, channel_type,
+                                           priced, deadline)
         except BaseException:
             self._attempt_ended(failed=True)
             raise
-        self._attempt_ended(failed=False)
+        self._attempt_ended(failed=attempt_failed(outcome))
+        return outcome
 
     async def _exchange(self, client_request: ClientRequest, translator: Translator, url: str,
-                        channel_type: str, priced: Priced, deadline: routing.Deadline) -> None:
+                        channel_type: str, priced: Priced,
+                        deadline: routing.Deadline) -> Outcome:
         """One upstream request and its relay (one attempt)."""
         ctx = self.ctx
         channel = priced.candidate.channel
@@ -132,20 +150,16 @@ class TextCall(GatewayCall):
                 channel, url, json_headers(channel_type, channel.api_key,
                                            self._forwarded_headers(channel_type)),
                 translator.upstream_body(), deadline.timeout(ctx.timeouts.first_byte))
-        except ClientLeft:
-            raise
+        except ClientLeftError:
+            return ClientLeft()
         except GatewayError as failed:
-            raise _Failover(failed) from None
+            return UpstreamFailed(failed)
         if response.code >= 400:
-            refusal = await self._refusal(channel, response)
-            if routing.retryable(routing.Outcome(routing.STATUS, status=response.code)):
-                raise _Failover(refusal)
-            raise refusal
+            return await self._refusal(channel, response)
         ctx.health.record_success(channel.id)
         if client_request.stream:
-            await self._relay_stream(translator, response)
-        else:
-            await self._relay_body(translator, response)
+            return await self._relay_stream(translator, response)
+        return await self._relay_body(translator, response)
 
     def _translator(self, channel_type: str, client_request: ClientRequest,
                     upstream_model: str) -> Translator:
@@ -156,30 +170,28 @@ class TextCall(GatewayCall):
         """Client headers a same-protocol upstream should see (none by default, §6.1)."""
         return None
 
-    async def _relay_body(self, translator: Translator, response: UpstreamResponse) -> None:
+    async def _relay_body(self, translator: Translator,
+                          response: UpstreamResponse) -> Outcome:
         try:
             body = await response.read_all(MAX_UPSTREAM_BODY,
                                            idle_timeout=self.ctx.timeouts.stream_idle)
             client_body = translator.response(response.code, body)
         except (UpstreamError, BodyTooLarge, UpstreamFormatError):
-            if self.client_gone:
-                raise errors.upstream_read_failed() from None
-            raise _Failover(errors.upstream_read_failed()) from None
+            # retryable while the client waits; final when it left (the loop stops)
+            return UpstreamFailed(errors.upstream_read_failed())
         usage = translator.usage
         if usage is None:
             usage = fallback_usage(self._input_estimate(), estimate_tokens(client_body))
-        self.log.usage = usage
         self.log.first_byte_at = self.ctx.clock.seconds()
-        if self.client_gone:
-            self.log.delivered = True  # the upstream produced it; bill what it produced
-            return
-        self.log.delivered = True
-        headers = [(b"content-type", b"application/json")]
-        write_json_bytes(self.request, response.code, client_body,
-                         headers + [(k.encode(), v.encode())
-                                    for k, v in self.extra_headers.items()])
+        if not self.client_gone:  # gone: the upstream produced it all the same, so it bills
+            headers = [(b"content-type", b"application/json")]
+            write_json_bytes(self.request, response.code, client_body,
+                             headers + [(k.encode(), v.encode())
+                                        for k, v in self.extra_headers.items()])
+        return Served(usage, response.code)
 
-    async def _relay_stream(self, translator: Translator, response: UpstreamResponse) -> None:
+    async def _relay_stream(self, translator: Translator,
+                            response: UpstreamResponse) -> Outcome:
         ctx = self.ctx
         writer = StreamWriter(self.request, ctx.clock,
                               heartbeat_interval=ctx.timeouts.heartbeat, heartbeat=self.heartbeat)
@@ -206,42 +218,41 @@ class TextCall(GatewayCall):
             if metrics is not None:
                 metrics.stream_closed(family)
         self.log.first_byte_at = writer.first_byte_at
-        self.log.delivered = writer.started or (failure is None)
         usage = translator.usage
         if usage is None:
             usage = fallback_usage(self._input_estimate(), translator.relayed_text_tokens())
-        self.log.usage = usage
-        if failure is None:
-            if not translator.completed:
-                # the upstream ended without its end marker (e.g. after an error event)
-                self.log.status = 502
-                self.log.error_message = "upstream stream ended before completion"
+        if failure is None and translator.completed:
             for frame in translator.finish():
                 writer.write(frame)
             writer.finish()
-            return
+            return Served(usage)
         if writer.closed_by_client or isinstance(failure, UpstreamAborted):
-            self.log.status = 499
-            self.log.error_message = "client disconnected"
-            return
+            return ClientLeft(usage, delivered=writer.started)
         if not writer.started:
-            error = (errors.upstream_failed() if not isinstance(failure, UpstreamTimeout)
-                     else GatewayError(504, "Upstream timed out", type="upstream_error"))
+            # nothing reached the client: the next candidate may serve (nothing billed)
             self.writer = None
-            raise _Failover(error)
-        if isinstance(failure, CutByShutdown):
-            self.log.status = 503
-            self.log.error_message = "stream cut: the server is shutting down"
+            if isinstance(failure, UpstreamTimeout):
+                return UpstreamFailed(GatewayError(504, "Upstream timed out",
+                                                  type="upstream_error"))
+            return UpstreamFailed(errors.upstream_failed())
+        outcome: Outcome
+        if failure is None:
+            # the upstream closed its stream without its end marker (gateway.v1.outcome)
+            outcome = StreamEndedEarly(usage)
+            frames = translator.error_frames("Upstream stream ended before completion",
+                                             "upstream_error", "upstream_error")
+        elif isinstance(failure, CutByShutdown):
+            outcome = Cut(usage)
             frames = translator.error_frames("The server is shutting down",
                                              "service_unavailable", "shutting_down")
         else:
-            self.log.status = 502
-            self.log.error_message = f"stream failed: {type(failure).__name__}"
+            outcome = StreamFailed(usage, type(failure).__name__)
             frames = translator.error_frames("Upstream stream failed", "upstream_error",
                                              "upstream_error")
         for frame in frames:
             writer.write(frame)
         writer.finish()
+        return outcome
 
     def _input_estimate(self) -> int:
         return max(1, self.input_tokens)

@@ -14,18 +14,23 @@ from typing import IO, Any
 
 import orjson
 from argon2 import PasswordHasher
-from sqlalchemy import func, or_, select, update
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
 
 from console.http import ApiError
 from console.services.identity.passwords import MAX_LENGTH, MIN_LENGTH
 from console.services.settings import transfer as settings_transfer
 from console.user_view import timestamp
-from gateway.settings.store import Settings, read_all
-from gateway.store import migrate, schema
+from gateway.settings.store import Settings
+from gateway.store import migrate
 from gateway.store import users as user_store
+from gateway.store.config_transfer import ImportRefused, apply_config_plan
+from gateway.store.conflicts import WriteConflict, refusing_conflicts
+from gateway.store.connection import Connection, Engine
+from gateway.store.database_url import engine_display
+from gateway.store.first_run import mark_setup_completed, setup_pending
 from gateway.store.ledger_audit import audit
+from gateway.store.passwords import replace_password
+from gateway.store.settings_rows import read_settings
+from gateway.store.user_lookup import UserName, account_counts, users_named
 
 OK, FINDING, REFUSED = 0, 1, 2
 
@@ -41,17 +46,13 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def _find_user(conn: Connection, who: str) -> dict[str, Any]:
-    u = schema.users
-    match = or_(u.c.username == who, u.c.email == who)
-    if who.isdigit():
-        match = or_(match, u.c.id == int(who))
-    rows = conn.execute(select(u.c.id, u.c.username).where(match)).all()
-    if not rows:
+def _find_user(conn: Connection, who: str) -> UserName:
+    found = users_named(conn, who)
+    if not found:
         raise Refused(f"no user with username, email or id {who!r}")
-    if len(rows) > 1:
+    if len(found) > 1:
         raise Refused(f"{who!r} names several users; give the numeric id")
-    return {"id": int(rows[0][0]), "username": rows[0][1]}
+    return found[0]
 
 
 def _checked_password(password: str) -> str:
@@ -65,11 +66,8 @@ def reset_password(engine: Engine, out: IO[str], who: str, read_password: Passwo
     password_hash = hasher.hash(_checked_password(read_password()))
     with engine.begin() as conn:
         user = _find_user(conn, who)
-        moment = now()
-        conn.execute(update(schema.users).where(schema.users.c.id == user["id"])
-                     .values(password_hash=password_hash, updated_at=moment))
-        user_store.bump_token_version(conn, user["id"], moment)
-    out.write(f"password of user {user['id']} ({user['username']}) reset; "
+        replace_password(conn, user.id, password_hash, now())
+    out.write(f"password of user {user.id} ({user.username}) reset; "
               "their sessions are signed out\n")
     return OK
 
@@ -88,19 +86,12 @@ def create_admin(engine: Engine, out: IO[str], username: str, email: str,
         except user_store.UniqueViolation as exc:
             raise Refused(f"that {exc.field} is taken; choose another or use "
                           "reset-password") from None
-        setup_pending = _setup_pending(conn)
-        if setup_pending:
-            conn.execute(schema.settings.insert().values(
-                key="setup_completed_at", value=moment.isoformat(), created_at=moment,
-                updated_at=moment))
+        first_admin = setup_pending(conn)
+        if first_admin:
+            mark_setup_completed(conn, moment)
     out.write(f"administrator {user_id} ({username.strip()}) created"
-              + ("; first-run setup marked done\n" if setup_pending else "\n"))
+              + ("; first-run setup marked done\n" if first_admin else "\n"))
     return OK
-
-
-def _setup_pending(conn: Connection) -> bool:
-    s = schema.settings
-    return conn.execute(select(s.c.key).where(s.c.key == "setup_completed_at")).first() is None
 
 
 def run_migrations(engine: Engine, out: IO[str]) -> int:
@@ -114,7 +105,7 @@ def run_migrations(engine: Engine, out: IO[str]) -> int:
 
 
 def check(engine: Engine, out: IO[str], database: str, secret_file: str) -> int:
-    out.write(f"database: {engine.url.render_as_string(hide_password=True)}\n")
+    out.write(f"database: {engine_display(engine)}\n")
     with engine.connect() as conn:
         current = migrate.current_revision(conn)
         head = migrate.head_revision()
@@ -125,7 +116,7 @@ def check(engine: Engine, out: IO[str], database: str, secret_file: str) -> int:
         if not pending:
             out.write("first-run setup: " + ("pending (POST /api/setup, or "
                                              "'lockgate-admin create-admin')\n"
-                                             if _setup_pending(conn) else "done\n"))
+                                             if setup_pending(conn) else "done\n"))
     secret = os.path.abspath(secret_file)
     out.write(f"secret file: {secret} ("
               + ("present" if os.path.exists(secret) else "absent; created on first start")
@@ -151,15 +142,15 @@ def import_config(engine: Engine, out: IO[str], raw: bytes, node_name: str) -> d
     except orjson.JSONDecodeError as exc:
         raise Refused(f"not a JSON document: {exc}") from None
     with engine.begin() as conn:
-        settings = Settings(read_all(conn))
+        settings = Settings(read_settings(conn))
         try:
             plan = settings_transfer.validate_document(settings, node_name, doc)
-            settings_transfer.apply_import(conn, plan, now())
+            refusing_conflicts(conn, apply_config_plan, plan, now())
         except ApiError as error:
             raise Refused(_api_message(error)) from None
-        except settings_transfer.ImportRefused as exc:
+        except ImportRefused as exc:
             raise Refused(str(exc)) from None
-        except IntegrityError:
+        except WriteConflict:
             raise Refused("the configuration conflicts with an existing record") from None
     out.write(f"imported sections: {', '.join(plan['sections'])}\n")
     return plan
@@ -174,8 +165,7 @@ def _api_message(error: ApiError) -> str:
 def verify_ledger(engine: Engine, out: IO[str]) -> int:
     with engine.connect() as conn:
         differences = audit(conn)
-        users = conn.execute(select(func.count()).select_from(schema.users)).scalar_one()
-        keys = conn.execute(select(func.count()).select_from(schema.api_keys)).scalar_one()
+        users, keys = account_counts(conn)
     for difference in differences:
         out.write(f"DIFFERENCE {difference}\n")
     if differences:

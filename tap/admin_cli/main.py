@@ -7,9 +7,9 @@ import sys
 from typing import IO, Any
 
 from argon2 import PasswordHasher
-from sqlalchemy.engine import Engine
 from twisted.python import usage
 
+from gateway.store.connection import Engine
 from gateway.store.pool import make_engine
 from tap.admin_cli import commands, fleet
 from tap.admin_cli.options import AdminOptions

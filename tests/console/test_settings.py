@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from gateway.settings.catalog import SPECS
-from gateway.settings.store import read_all
+from gateway.store.settings_rows import read_settings
 from tests.support.app import AppTestCase
 
 SECRETS = sorted(key for key, spec in SPECS.items() if spec.secret and key != "redis_password")
@@ -23,7 +23,7 @@ class SettingsTestCase(AppTestCase):
         return await self.setup_admin()
 
     async def stored(self) -> dict[str, str]:
-        return await self.ctx.db.transaction(read_all)
+        return await self.ctx.db.transaction(read_settings)
 
     async def put(self, token: str, body: Any) -> Any:
         return await self.call("PUT", "/api/settings", body, token=token)

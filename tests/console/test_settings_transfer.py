@@ -9,8 +9,8 @@ import orjson
 from sqlalchemy import delete
 
 from gateway.invalidation import CATALOG
-from gateway.settings.store import read_all
 from gateway.store import schema
+from gateway.store.settings_rows import read_settings
 from tests.console.admin_case import AdminCase
 
 CATALOG_TABLES = ("user_channels", "channels", "models", "channel_models")
@@ -128,7 +128,7 @@ class TransferTest(AdminCase):
     async def test_round_trip_restores_the_configuration(self) -> None:
         await self.build_config()
         before = await self.catalog_state()
-        settings_before = await self.ctx.db.transaction(read_all)
+        settings_before = await self.ctx.db.transaction(read_settings)
         doc = await self.export()
         await self.wipe_catalog()
         await self.api("PUT", "/api/settings", {"site_name": "Changed", "smtp_password": "x"})
@@ -137,7 +137,7 @@ class TransferTest(AdminCase):
         assert response.status == 200, response
         assert response.json() == {"imported_sections": doc["sections"]}
         assert await self.catalog_state() == before
-        assert await self.ctx.db.transaction(read_all) == settings_before
+        assert await self.ctx.db.transaction(read_settings) == settings_before
         assert self.ctx.settings.text("site_name") == "Acme AI"
         assert (CATALOG, b"") in self.announced or any(c == CATALOG for c, _ in self.announced)
         # importing the same file again changes nothing and duplicates nothing
@@ -236,10 +236,10 @@ class TransferTest(AdminCase):
         doc = {"version": 1, "sections": ["system_settings"],
                "system_settings": [{"key": "smtp_password", "value": ""},
                                    {"key": "setup_completed_at", "value": "forged"}]}
-        stored = await self.ctx.db.transaction(read_all)
+        stored = await self.ctx.db.transaction(read_settings)
         response = await self.api("POST", "/api/settings/import", doc)
         assert response.status == 200, response
-        after = await self.ctx.db.transaction(read_all)
+        after = await self.ctx.db.transaction(read_settings)
         assert after["smtp_password"] == "smtp-SECRET"
         assert after.get("setup_completed_at") == stored.get("setup_completed_at")
         assert orjson.dumps(after) == orjson.dumps(stored)

@@ -11,17 +11,13 @@ The outcome's ``message`` is our own short text: never the upstream body, never 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import update
-from sqlalchemy.engine import Connection
 
 from gateway.channels.channel_types import COMPAT, MESSAGES, RESPONSES
 from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.channels.upstream_url import auth_headers, join
-from gateway.store import schema
 from gateway.sync.fetch import FetchError, fetch
 
 PROMPT = "ping"
@@ -81,12 +77,6 @@ def upstream_model_name(config: dict[str, Any], cat: dict[str, Any]) -> str:
     model = cat["models"].get(config["model_id"])
     global_name = model["model_name"] if model is not None else ""
     return str(config["upstream_model_name"] or global_name)
-
-
-def record_health(conn: Connection, channel_id: int, healthy: bool, now: datetime) -> None:
-    ch = schema.channels
-    conn.execute(update(ch).where(ch.c.id == channel_id).values(
-        last_health_checked_at=now, last_health_status="up" if healthy else "down"))
 
 
 async def run_test(reactor: Any, clock: Any, channel: dict[str, Any], call: TestCall,

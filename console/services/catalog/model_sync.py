@@ -18,12 +18,9 @@ channel is reported in its result and the others are still synced.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
 from twisted.logger import Logger
 
 from console.context import ConsoleContext
@@ -34,10 +31,8 @@ from console.services.catalog.views import provider_name
 from console.validation import integer_text
 from gateway.channels.net_policy import UnsafeUrl, UrlPolicy, check_url
 from gateway.invalidation import CATALOG
-from gateway.store import schema
-from gateway.store.catalog_admin import fetch_row
-from gateway.store.channels import NOT_FOUND as CHANNEL_NOT_FOUND
-from gateway.store.models import find_or_create_model
+from gateway.store import channel_sync as sync_store
+from gateway.store.channel_sync import SyncChannel, WantedConfig
 from gateway.sync.fetch import FetchError, FetchRefused, fetch
 from gateway.sync.model_lists import (
     SyncFormatError,
@@ -54,29 +49,29 @@ FETCH_LIMIT = 8 << 20
 MAX_ITEMS = 5000
 
 
-async def load_channel(ctx: ConsoleContext, channel_id: Any) -> dict[str, Any]:
+async def load_channel(ctx: ConsoleContext, channel_id: Any) -> SyncChannel:
     if isinstance(channel_id, str):
         channel_id = integer_text(channel_id)
     if (isinstance(channel_id, bool) or not isinstance(channel_id, int) or channel_id <= 0
             or channel_id > MAX_ID):
         raise bad_request("Channel is required", field="channel_id")
-    return await catalog_tx.run(ctx, fetch_row, schema.channels, channel_id, CHANNEL_NOT_FOUND)
+    return await catalog_tx.run(ctx, sync_store.channel, channel_id)
 
 
-def channel_headers(channel: dict[str, Any], url: str, *, with_key: bool) -> dict[str, str]:
+def channel_headers(channel: SyncChannel, url: str, *, with_key: bool) -> dict[str, str]:
     """The channel key as a Bearer token -- only towards the channel's own host."""
     headers = {"accept": "application/json"}
-    key = (channel.get("api_key") or "").strip()
-    same_host = (urlsplit(url).hostname or "") == (urlsplit(channel["base_url"]).hostname or "")
+    key = (channel.api_key or "").strip()
+    same_host = (urlsplit(url).hostname or "") == (urlsplit(channel.base_url).hostname or "")
     if with_key and key and same_host:
         headers["authorization"] = f"Bearer {key}"
     return headers
 
 
-async def fetch_from_channel(ctx: ConsoleContext, channel: dict[str, Any], path: str, *,
+async def fetch_from_channel(ctx: ConsoleContext, channel: SyncChannel, path: str, *,
                              with_key: bool = True) -> bytes:
     """GET ``path`` under the channel's base URL; ``FetchError`` unless it answers 2xx."""
-    url = join_url(channel["base_url"], path)
+    url = join_url(channel.base_url, path)
     policy = UrlPolicy.from_settings(ctx.settings)
     try:
         check_url(url, policy)
@@ -90,7 +85,7 @@ async def fetch_from_channel(ctx: ConsoleContext, channel: dict[str, Any], path:
     return fetched.body
 
 
-async def discover(ctx: ConsoleContext, channel: dict[str, Any], fmt: str | None,
+async def discover(ctx: ConsoleContext, channel: SyncChannel, fmt: str | None,
                    path: str | None) -> tuple[str, list[str]]:
     """``(source path, model names)``; the first path giving a non-empty list wins."""
     try:
@@ -136,17 +131,10 @@ def sync_item(name: str, exists: bool) -> dict[str, Any]:
     return item
 
 
-def configured_names(conn: Connection, channel_id: int) -> set[str]:
-    cm, models = schema.channel_models, schema.models
-    rows = conn.execute(select(models.c.model_name).select_from(
-        cm.join(models, models.c.id == cm.c.model_id)).where(cm.c.channel_id == channel_id))
-    return {row[0] for row in rows}
-
-
-async def _envelope(ctx: ConsoleContext, channel: dict[str, Any], source: str,
+async def _envelope(ctx: ConsoleContext, channel: SyncChannel, source: str,
                     names: list[str]) -> dict[str, Any]:
-    known = await ctx.db.transaction(configured_names, channel["id"])
-    return {"channel_id": channel["id"], "channel_name": channel["name"], "source": source,
+    known = await ctx.db.transaction(sync_store.configured_model_names, channel.id)
+    return {"channel_id": channel.id, "channel_name": channel.name, "source": source,
             "models": [sync_item(name, name in known) for name in names]}
 
 
@@ -196,33 +184,14 @@ def selected_names(items: Any) -> list[tuple[str, str]]:
     return sorted(chosen.items())
 
 
-def apply_names(conn: Connection, channel_id: int, pairs: list[tuple[str, str]],
-                now: datetime) -> tuple[int, int]:
-    """Ensure model + enabled config per pair; ``(created, updated)`` configs."""
-    fetch_row(conn, schema.channels, channel_id, CHANNEL_NOT_FOUND, lock=True)
-    cm = schema.channel_models
-    created = updated = 0
-    for name, upstream in pairs:
-        provider = guess_provider(name)
-        model = find_or_create_model(conn, name, provider, "", now)
-        found = conn.execute(select(cm.c.id, cm.c.enabled).where(
-            cm.c.channel_id == channel_id, cm.c.model_id == model["id"],
-            cm.c.upstream_model_name == upstream)).first()
-        if found is None:
-            conn.execute(cm.insert().values(
-                channel_id=channel_id, model_id=model["id"], upstream_model_name=upstream,
-                enabled=True, created_at=now, updated_at=now))
-            created += 1
-        elif not found.enabled:
-            conn.execute(update(cm).where(cm.c.id == found.id).values(enabled=True,
-                                                                      updated_at=now))
-            updated += 1
-    return created, updated
+def wanted_configs(pairs: list[tuple[str, str]]) -> list[WantedConfig]:
+    """The configs ``[(model name, upstream name)]`` ask for, with each name's provider."""
+    return [WantedConfig(name, upstream, guess_provider(name)) for name, upstream in pairs]
 
 
-def result(channel: dict[str, Any], source: str, created: int = 0, updated: int = 0,
+def result(channel: SyncChannel, source: str, created: int = 0, updated: int = 0,
            error: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"channel_id": channel["id"], "channel_name": channel["name"],
+    out: dict[str, Any] = {"channel_id": channel.id, "channel_name": channel.name,
                            "source": source, "created": created, "updated": updated}
     if error is not None:
         out["error"] = error
@@ -233,8 +202,8 @@ async def apply(ctx: ConsoleContext, channel_id: Any, items: Any) -> dict[str, A
     channel = await load_channel(ctx, channel_id)
     pairs = selected_names(items)
     try:
-        created, updated = await catalog_tx.run(ctx, apply_names, channel["id"], pairs,
-                                                ctx.now())
+        created, updated = await catalog_tx.run(ctx, sync_store.ensure_configs, channel.id,
+                                                wanted_configs(pairs), ctx.now())
     except ApiError:
         raise
     except Exception as exc:
@@ -244,18 +213,10 @@ async def apply(ctx: ConsoleContext, channel_id: Any, items: Any) -> dict[str, A
     return {"results": [result(channel, "selected", created, updated)]}
 
 
-def sync_targets(conn: Connection, channel_ids: list[int]) -> list[dict[str, Any]]:
-    ch = schema.channels
-    query = select(ch).order_by(ch.c.id)
-    query = query.where(ch.c.id.in_(channel_ids)) if channel_ids else query.where(
-        ch.c.enabled.is_(True))
-    return [dict(row) for row in conn.execute(query).mappings()]
-
-
 async def sync(ctx: ConsoleContext, channel_ids: list[int]) -> dict[str, Any]:
     """Auto-discover and apply per channel; one channel's failure does not stop the rest."""
-    channels = await ctx.db.transaction(sync_targets, channel_ids)
-    missing = sorted(set(channel_ids) - {channel["id"] for channel in channels})
+    channels = await ctx.db.transaction(sync_store.channels_to_sync, channel_ids)
+    missing = sorted(set(channel_ids) - {channel.id for channel in channels})
     if missing:
         raise bad_request(f"Channel not found: {', '.join(map(str, missing))}",
                           field="channel_ids")
@@ -265,13 +226,14 @@ async def sync(ctx: ConsoleContext, channel_ids: list[int]) -> dict[str, Any]:
         try:
             source, names = await discover(ctx, channel, "auto", None)
             pairs = [(name, name) for name in names[:MAX_ITEMS]]
-            created, updated = await catalog_tx.run(ctx, apply_names, channel["id"], pairs,
+            created, updated = await catalog_tx.run(ctx, sync_store.ensure_configs,
+                                                    channel.id, wanted_configs(pairs),
                                                     ctx.now())
         except ApiError as exc:
             results.append(result(channel, "auto", error=exc.message))
             continue
         except Exception:  # one channel's failure (bad stored data, ...) never stops the rest
-            log.failure("model sync of channel {id} failed", id=channel["id"])
+            log.failure("model sync of channel {id} failed", id=channel.id)
             results.append(result(channel, "auto", error="model sync failed"))
             continue
         changed = changed or bool(created or updated)

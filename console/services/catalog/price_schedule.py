@@ -16,8 +16,6 @@ from collections.abc import Coroutine
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
 from twisted.logger import Logger
 
 from console.context import ConsoleContext
@@ -26,7 +24,7 @@ from console.services.catalog.price_sync import apply_prices, fetch_items, price
 from gateway.invalidation import CATALOG
 from gateway.jobs.cron import CronError
 from gateway.jobs.periodic import RoundService
-from gateway.store import schema
+from gateway.store.channel_sync import SyncChannel, price_scheduled_channels, stamp_price_sync
 from gateway.store.channels import DEFAULT_CRON
 from gateway.sync.schedule import next_fire
 
@@ -36,22 +34,10 @@ TICK_SECONDS = 60.0
 CLAIM_KEY = "lockgate:price-sync:round"
 
 
-def scheduled_channels(conn: Connection) -> list[dict[str, Any]]:
-    ch = schema.channels
-    rows = conn.execute(select(ch).where(ch.c.enabled.is_(True),
-                                         ch.c.price_sync_enabled.is_(True)).order_by(ch.c.id))
-    return [dict(row) for row in rows.mappings()]
-
-
-def stamp(conn: Connection, channel_id: int, now: datetime) -> None:
-    ch = schema.channels
-    conn.execute(update(ch).where(ch.c.id == channel_id).values(price_sync_last_at=now))
-
-
-def is_due(channel: dict[str, Any], now: datetime) -> bool:
-    since = channel["price_sync_last_at"] or channel["created_at"]
+def is_due(channel: SyncChannel, now: datetime) -> bool:
+    since = channel.price_sync_last_at or channel.created_at
     try:
-        fires = next_fire(channel["price_sync_cron"] or DEFAULT_CRON, since)
+        fires = next_fire(channel.price_sync_cron or DEFAULT_CRON, since)
     except CronError:
         return False
     return fires is not None and fires <= now
@@ -72,7 +58,7 @@ class PriceSyncScheduler(RoundService):
         if not await ctx.state.claim(CLAIM_KEY, max(1, int(self._tick_seconds) - 1)):
             return
         now = ctx.now()
-        channels = [c for c in await ctx.db.transaction(scheduled_channels) if is_due(c, now)]
+        channels = [c for c in await ctx.db.transaction(price_scheduled_channels) if is_due(c, now)]
         changed = False
         for channel in channels:
             try:
@@ -83,7 +69,7 @@ class PriceSyncScheduler(RoundService):
                 changed = changed or updated > 0
             except ApiError as exc:
                 log.warn("scheduled price sync of channel {id} failed: {error}",
-                         id=channel["id"], error=exc.message)
-            await ctx.db.transaction(stamp, channel["id"], now)
+                         id=channel.id, error=exc.message)
+            await ctx.db.transaction(stamp_price_sync, channel.id, now)
         if changed:
             await ctx.invalidation.announce(CATALOG)

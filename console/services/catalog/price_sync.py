@@ -15,9 +15,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
-
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request
 from console.services.catalog import tx as catalog_tx
@@ -34,7 +31,8 @@ from console.services.catalog.views import provider_name
 from gateway.billing.money import AmountError, parse_decimal, to_nanos
 from gateway.billing.tiers import TierError, normalise_tiers
 from gateway.invalidation import CATALOG
-from gateway.store import schema
+from gateway.store.channel_sync import SyncChannel, existing_model_names
+from gateway.store.connection import Connection
 from gateway.store.models import create_model, model_by_name, update_model
 from gateway.sync.fetch import FetchError, FetchRefused
 from gateway.sync.model_lists import SyncFormatError
@@ -50,20 +48,10 @@ from gateway.sync.providers import CUSTOM, guess_provider
 SOURCE = "prices"
 
 
-def existing_names(conn: Connection, names: list[str]) -> set[str]:
-    models = schema.models
-    found: set[str] = set()
-    for start in range(0, len(names), 500):
-        chunk = names[start:start + 500]
-        found.update(conn.execute(select(models.c.model_name).where(
-            models.c.model_name.in_(chunk))).scalars())
-    return found
-
-
-async def _envelope(ctx: ConsoleContext, channel: dict[str, Any], source: str,
+async def _envelope(ctx: ConsoleContext, channel: SyncChannel, source: str,
                     items: list[PriceItem]) -> dict[str, Any]:
     names = [item.model_name for item in items]
-    known = await ctx.db.transaction(existing_names, names)
+    known = await ctx.db.transaction(existing_model_names, names)
     models = []
     for item in items:
         wire = item.wire()
@@ -71,11 +59,11 @@ async def _envelope(ctx: ConsoleContext, channel: dict[str, Any], source: str,
         wire.update(provider=provider, provider_name=provider_name(provider),
                     provider_icon_url="", exists=item.model_name in known)
         models.append(wire)
-    return {"channel_id": channel["id"], "channel_name": channel["name"], "source": source,
+    return {"channel_id": channel.id, "channel_name": channel.name, "source": source,
             "models": models}
 
 
-async def fetch_items(ctx: ConsoleContext, channel: dict[str, Any], fmt: str | None,
+async def fetch_items(ctx: ConsoleContext, channel: SyncChannel, fmt: str | None,
                       path: str | None) -> tuple[str, list[PriceItem]]:
     """``(source path, price items)`` from the channel; the first non-empty answer wins."""
     try:

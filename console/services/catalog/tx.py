@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import IntegrityError
-
 from console.context import ConsoleContext
 from console.http import ApiError
 from gateway.invalidation import CATALOG
 from gateway.store.catalog_admin import CatalogError, load_catalog
+from gateway.store.conflicts import WriteConflict, refusing_conflicts
 
 T = TypeVar("T")
 
@@ -23,10 +22,10 @@ T = TypeVar("T")
 async def run(ctx: ConsoleContext, fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(conn, *args)`` in a transaction, mapping refusals to ``ApiError``."""
     try:
-        return await ctx.db.transaction(fn, *args)
+        return await ctx.db.transaction(refusing_conflicts, fn, *args)
     except CatalogError as error:
         raise ApiError(error.status, error.message, field=error.field) from None
-    except IntegrityError:
+    except WriteConflict:
         raise ApiError(409, "The change conflicts with an existing record") from None
 
 

@@ -14,11 +14,10 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from console.context import ConsoleContext
 from gateway.settings.store import Settings
 from gateway.store import email_codes as code_store
+from gateway.store.connection import Connection
 
 REGISTRATION = "registration"
 PASSWORD_CHANGE = "password_change"

@@ -25,13 +25,9 @@ from or written to a file.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 from twisted.logger import Logger
 
 from console.context import ConsoleContext
@@ -47,8 +43,10 @@ from gateway.channels.net_policy import UrlPolicy
 from gateway.invalidation import CATALOG
 from gateway.settings.catalog import SPECS
 from gateway.settings.spec import SettingError
-from gateway.settings.store import Settings, write_rows
-from gateway.store import schema
+from gateway.settings.store import Settings
+from gateway.store.config_transfer import ImportRefused, apply_config_plan, read_config_tables
+from gateway.store.conflicts import WriteConflict, refusing_conflicts
+from gateway.store.connection import Connection
 from gateway.store.schema import OVERRIDE_PRICE_NAMES, PRICE_NAMES
 
 VERSION = 1
@@ -57,10 +55,6 @@ IMPORT_LIMIT = 20 << 20
 log = Logger()
 PRICE_COLUMNS = ("quota_type", *(f"{n}_nanos" for n in PRICE_NAMES),
                  *(f"{n}_tiers" for n in PRICE_NAMES), "video_billing_config")
-
-
-class ImportRefused(Exception):
-    """A record refers to something that exists neither in the file nor in the database."""
 
 
 def parse_sections(raw: Any, *, default_all: bool) -> list[str]:
@@ -85,22 +79,19 @@ def parse_sections(raw: Any, *, default_all: bool) -> list[str]:
 
 # --- export ---------------------------------------------------------------------------------
 
-def _rows(conn: Connection, table: Any, *order: Any) -> list[dict[str, Any]]:
-    return [dict(r) for r in conn.execute(select(table).order_by(*order)).mappings()]
-
-
 def read_config(conn: Connection, sections: list[str]) -> dict[str, Any]:
     """The export document's sections, read in one transaction."""
-    s = schema
+    tables = read_config_tables(conn, settings="system_settings" in sections,
+                                configs="model_prices" in sections)
     doc: dict[str, Any] = {}
-    ucs = {r["id"]: r for r in _rows(conn, s.user_channels, s.user_channels.c.id)}
-    chans = {r["id"]: r for r in _rows(conn, s.channels, s.channels.c.id)}
-    models = {r["id"]: r for r in _rows(conn, s.models, s.models.c.model_name)}
+    ucs = {r["id"]: r for r in tables.user_channels}
+    chans = {r["id"]: r for r in tables.channels}
+    models = {r["id"]: r for r in tables.models}
     if "system_settings" in sections:
         doc["system_settings"] = [
             {"key": r["key"], "value": r["value"], "created_at": timestamp(r["created_at"]),
              "updated_at": timestamp(r["updated_at"])}
-            for r in _rows(conn, s.settings, s.settings.c.key)]
+            for r in tables.settings]
     if "channels" in sections:
         doc["user_channels"] = [_user_channel_doc(uc) for uc in ucs.values()]
         doc["channels"] = [_channel_doc(ch, ucs) for ch in chans.values()]
@@ -111,8 +102,7 @@ def read_config(conn: Connection, sections: list[str]) -> dict[str, Any]:
                          for m in models.values()]
     if "model_prices" in sections:
         doc["model_prices"] = [_price_doc(m) for m in models.values()]
-        configs = _rows(conn, s.channel_models, s.channel_models.c.id)
-        doc["model_configs"] = [_config_doc(c, chans, models) for c in configs
+        doc["model_configs"] = [_config_doc(c, chans, models) for c in tables.configs
                                 if c["channel_id"] in chans and c["model_id"] in models]
     return doc
 
@@ -223,7 +213,8 @@ def _settings_rows(settings: Settings, node_name: str, doc: dict[str, Any]) -> d
 
 
 def validate_import(ctx: ConsoleContext, doc: Any) -> dict[str, Any]:
-    """Check the whole document; returns the plan ``apply_import`` writes. Raises ApiError."""
+    """Check the whole document; returns the plan ``apply_config_plan`` writes. Raises
+    ApiError."""
     return validate_document(ctx.settings, ctx.node_name, doc)
 
 
@@ -261,66 +252,10 @@ def validate_document(settings: Settings, node_name: str, doc: Any) -> dict[str,
     return plan
 
 
-# --- import: one transaction ----------------------------------------------------------------
-
-def _upsert(conn: Connection, table: Any, match: Any, values: dict[str, Any],
-            now: datetime) -> int:
-    row_id = conn.execute(select(table.c.id).where(match).order_by(table.c.id).limit(1)).scalar()
-    if row_id is None:
-        key = conn.execute(table.insert().values(**values, created_at=now,
-                                                 updated_at=now)).inserted_primary_key
-        assert key is not None
-        return int(key[0])
-    conn.execute(update(table).where(table.c.id == row_id).values(**values, updated_at=now))
-    return int(row_id)
-
-
-def apply_import(conn: Connection, plan: dict[str, Any], now: datetime) -> None:
-    """Write a validated plan; raises ImportRefused (rolling everything back)."""
-    s = schema
-    write_rows(conn, plan["settings"], now)
-    for values in plan["user_channels"]:
-        _upsert(conn, s.user_channels, s.user_channels.c.name == values["name"], values, now)
-    for item in plan["channels"]:
-        values = dict(item["values"])
-        values["user_channel_id"] = None
-        if item["user_channel_name"]:
-            values["user_channel_id"] = conn.execute(select(s.user_channels.c.id).where(
-                s.user_channels.c.name == item["user_channel_name"])).scalar()
-            if values["user_channel_id"] is None:
-                raise ImportRefused("Referenced user channel was not found")
-        match = (s.channels.c.name == values["name"]) & (
-            s.channels.c.base_url == values["base_url"])
-        _upsert(conn, s.channels, match, values, now)
-    for values in plan["models"]:
-        _upsert(conn, s.models, s.models.c.model_name == values["model_name"], values, now)
-    for item in plan["prices"]:
-        done = conn.execute(update(s.models).where(s.models.c.model_name == item["model_name"])
-                            .values(**item["values"], updated_at=now)).rowcount
-        if not done:
-            raise ImportRefused("Model price references a model that was not found")
-    for item in plan["configs"]:
-        channel_id = conn.execute(select(s.channels.c.id).where(
-            (s.channels.c.name == item["channel_name"])
-            & (s.channels.c.base_url == item["channel_base_url"])).order_by(s.channels.c.id)
-            .limit(1)).scalar()
-        model_id = conn.execute(select(s.models.c.id).where(
-            s.models.c.model_name == item["model_name"])).scalar()
-        if channel_id is None or model_id is None:
-            raise ImportRefused("Model config references a channel or model that was not found")
-        cm = s.channel_models
-        upstream = item["upstream_model_name"] or item["model_name"]
-        values = {**item["values"], "channel_id": channel_id, "model_id": model_id,
-                  "upstream_model_name": upstream}
-        match = (cm.c.channel_id == channel_id) & (cm.c.model_id == model_id) & (
-            cm.c.upstream_model_name == upstream)
-        _upsert(conn, cm, match, values, now)
-
-
 async def import_document(ctx: ConsoleContext, doc: Any) -> dict[str, Any]:
     plan = validate_import(ctx, doc)
     try:
-        await ctx.db.transaction(apply_import, plan, ctx.now())
+        await ctx.db.transaction(refusing_conflicts, apply_config_plan, plan, ctx.now())
     except ImportRefused as exc:
         raise bad_request(str(exc)) from None
     await ctx.invalidation.announce(CATALOG)
@@ -359,5 +294,5 @@ async def import_request(ctx: ConsoleContext, request: Any) -> dict[str, Any]:
         raise
     try:
         return await import_document(ctx, doc)
-    except IntegrityError:
+    except WriteConflict:
         raise bad_request("The configuration conflicts with an existing record") from None

@@ -18,9 +18,12 @@ from twisted.logger import Logger
 
 from gateway import errors
 from gateway.billing.cost import Cost
+from gateway.billing.usage import Usage
 from gateway.metering import Priced
+from gateway.store import tasks as store
 from gateway.v1.call import GatewayCall
-from gateway.v1.tasks import bodies, store
+from gateway.v1.outcome import Served, settlement_record
+from gateway.v1.tasks import bodies
 from gateway.v1.tasks.status import (
     QUEUED,
     REFUNDED,
@@ -46,6 +49,8 @@ class NewTask:
     status_prefix: str
     priced: Priced
     cost: Cost
+    #: the usage the price was computed from (the usage-log row shows it)
+    usage: Usage
     ttl: float
     first_poll: float
 
@@ -79,10 +84,9 @@ async def persist(call: GatewayCall, new: NewTask) -> dict[str, Any]:
         "expires_at": now + timedelta(seconds=new.ttl),
     }
     call.log.priced = new.priced
-    call.log.delivered = True
     call.log.first_byte_at = ctx.clock.seconds()
-    record = replace(call.log.record(ctx.clock.seconds(), now), request_id=task_id,
-                     cost=new.cost)
+    record = replace(settlement_record(call.log, Served(new.usage), ctx.clock.seconds(), now),
+                     request_id=task_id, cost=new.cost)
     reservation, call.reservation = call.reservation, None
     token = ctx.wallets.settling(reservation, user_id,
                                  reservation.key_id if reservation is not None else key_id,
@@ -90,8 +94,7 @@ async def persist(call: GatewayCall, new: NewTask) -> dict[str, Any]:
     try:
         result = await ctx.db.transaction(store.create, task, record.row(), now)
     except Exception:
-        ctx.wallets.settled(token)
-        call.log.delivered = False  # the 500 that follows is settled at zero cost
+        ctx.wallets.settled(token)  # the 500 that follows is a refusal: settled at no cost
         log.failure("storing task {id} failed (upstream id {up})", id=task_id, up=found)
         raise errors.internal("Failed to save task") from None
     ctx.wallets.settled(token, result["balance_after_nanos"], result["spent_after_nanos"],

@@ -51,11 +51,10 @@ async def store_image_task(call: GatewayCall, fields: dict[str, Any], parsed: An
     # a task answer lists no images yet: price the images the client asked for
     images = count_of(fields) * ONE_MILLION
     usage = replace(usage, output=images, image_out=images)
-    call.log.usage = usage
     cost = compute_cost(usage, priced.prices, priced.effective.group_multiplier,
                         priced.effective.user_channel_multiplier)
     row = await persist(call, NewTask(
         family="compat", kind="image", model=call.log.model_name, body=fields,
-        answer=parsed, status_prefix=STATUS_PREFIX, priced=priced, cost=cost,
+        answer=parsed, status_prefix=STATUS_PREFIX, priced=priced, cost=cost, usage=usage,
         ttl=DEFAULT_TTL, first_poll=FIRST_POLL))
     return orjson.dumps({"code": 200, "data": [{"status": "submitted", "task_id": row["id"]}]})

@@ -27,8 +27,8 @@ from gateway.channels.channel_types import normalise_channel_type
 from gateway.channels.upstream_url import join, json_headers
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
+from gateway.store import tasks as store
 from gateway.v1.call import guard_url
-from gateway.v1.tasks import store
 from gateway.v1.tasks.status import EXPIRED, QUEUED, normalise, progress, upstream_status
 
 log = Logger()
@@ -235,12 +235,12 @@ class TaskPoller:
     async def _record(self, task: dict[str, Any], owner: str, now: datetime,
                       values: dict[str, Any]) -> None:
         done = await self.ctx.db.transaction(store.record_poll, task["id"], owner, values, now)
-        if done is not None and done["refunded_nanos"]:
-            self.ctx.wallets.forget_user(done["user_id"])
-            if done["api_key_id"] is not None:
-                self.ctx.wallets.forget_key(done["api_key_id"])
+        if done is not None and done.refunded_nanos:
+            self.ctx.wallets.forget_user(done.user_id)
+            if done.api_key_id is not None:
+                self.ctx.wallets.forget_key(done.api_key_id)
             if self.announce_user is not None:
                 try:
-                    await self.announce_user(done["user_id"])
+                    await self.announce_user(done.user_id)
                 except Exception:
                     log.failure("announcing the refund of task {id} failed", id=task["id"])

@@ -19,15 +19,18 @@ import orjson
 from gateway import errors
 from gateway.auth import Caller
 from gateway.billing.cost import Cost
+from gateway.billing.usage import Usage
 from gateway.catalog.snapshot import normalize_model_name
 from gateway.channels.channel_types import normalise_channel_type
 from gateway.channels.http import BodyTooLarge, UpstreamError
 from gateway.channels.upstream_url import join, json_headers
 from gateway.context import GatewayContext
 from gateway.metering import Priced
+from gateway.store import tasks as store
 from gateway.v1.call import GatewayCall, reserve_or_refuse
+from gateway.v1.outcome import Outcome, Served
 from gateway.v1.request_io import read_body, write_json_bytes
-from gateway.v1.tasks import bodies, store, views
+from gateway.v1.tasks import bodies, views
 from gateway.v1.tasks.create import NewTask, persist
 from gateway.v1.tasks.pricing import task_cost
 
@@ -61,7 +64,7 @@ class TaskCall(GatewayCall):
         self.parent_id = parent_id
         self.stored = False
 
-    async def _serve(self) -> None:
+    async def _serve(self) -> Outcome:
         caller = await self._caller()
         body = self._body()
         model = (body.get("model") or body.get("model_name") or body.get("modelName")
@@ -82,7 +85,7 @@ class TaskCall(GatewayCall):
                 "Video generation is only supported for video upstream channels")
         cost, usage = task_cost(priced, body)
         await self._hold(caller, priced, cost.cost_nanos)
-        self.log.priced, self.log.usage = priced, usage
+        self.log.priced, self.planned_usage = priced, usage
         upstream_model = priced.candidate.upstream_model
         path = self.route.path
         if self.parent_id is not None:
@@ -102,7 +105,8 @@ class TaskCall(GatewayCall):
                 channel_type, path, body, upstream_model,
                 settings.text("clipgen2_upstream_path_prefix"))
         answer = await self._submit(channel, channel_type, path, up_body)
-        await self._store(priced, cost, model, body, answer, status_prefix)
+        await self._store(priced, cost, usage, model, body, answer, status_prefix)
+        return Served(usage)  # charged by the task's own transaction (see _settle)
 
     def _default_model(self) -> str | None:
         """The route's default model; clipgen2's is a setting (gateway contract §13.5)."""
@@ -135,10 +139,10 @@ class TaskCall(GatewayCall):
             raw = await response.read_all(MAX_ANSWER, idle_timeout=self.ctx.timeouts.stream_idle)
         except (UpstreamError, BodyTooLarge):
             if response.code >= 400:
-                raise await self._refusal(channel, response, b"") from None
+                raise (await self._refusal(channel, response, b"")).error from None
             raise errors.upstream_read_failed() from None
         if response.code >= 400:
-            raise await self._refusal(channel, response, raw)
+            raise (await self._refusal(channel, response, raw)).error
         self.ctx.health.record_success(channel.id)
         content_type = (response.header(b"content-type") or b"").lower()
         if content_type.startswith(b"text/event-stream"):
@@ -148,11 +152,11 @@ class TaskCall(GatewayCall):
         except orjson.JSONDecodeError:
             raise errors.upstream_failed() from None
 
-    async def _store(self, priced: Priced, cost: Cost, model: str, body: dict[str, Any],
-                     answer: Any, status_prefix: str) -> None:
+    async def _store(self, priced: Priced, cost: Cost, usage: Usage, model: str,
+                     body: dict[str, Any], answer: Any, status_prefix: str) -> None:
         row = await persist(self, NewTask(
             family=self.route.family, kind=self.route.kind, model=model, body=body,
-            answer=answer, status_prefix=status_prefix, priced=priced, cost=cost,
+            answer=answer, status_prefix=status_prefix, priced=priced, cost=cost, usage=usage,
             ttl=self.ttl, first_poll=self.first_poll))
         self.stored = True
         if self.route.family == "video":
@@ -163,8 +167,8 @@ class TaskCall(GatewayCall):
             payload = answer  # no task upstream: the answer is the result (billed, not polled)
         write_json_bytes(self.request, 200, orjson.dumps(payload))
 
-    def _settle(self) -> None:
+    def _settle(self, outcome: Outcome) -> None:
         if self.stored:
             return  # charged in the task's own transaction
         with contextlib.suppress(Exception):
-            super()._settle()
+            super()._settle(outcome)

@@ -19,6 +19,7 @@ import orjson
 from twisted.web.resource import Resource
 
 from console.app import MOUNTS, Branch, mount_console
+from console.assistant_mounts import ASSISTANT_MOUNTS
 from console.http import json_route, make_app
 from console.openapi.document import build_document
 from console.openapi.routes import UnknownRouteTable
@@ -75,7 +76,7 @@ def _is_unknown_route(status: int, body: bytes) -> bool:
 def _tables() -> set[tuple[str, str]]:
     """Every route the tables hold, enumerated without the generator."""
     found: set[tuple[str, str]] = set()
-    for mount, group in MOUNTS:
+    for mount, group in [*MOUNTS, *ASSISTANT_MOUNTS]:
         for rule in group.app.url_map.iter_rules():
             path = ("/" + mount + _RULE_ARGUMENT.sub(r"{\1}", rule.rule)).rstrip("/")
             found |= {(method, path) for method in rule.methods - IMPLIED}

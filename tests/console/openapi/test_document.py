@@ -107,6 +107,7 @@ GET /openapi.json
 
 KEY = [{"apiKey": []}, {"apiKeyHeader": []}]
 JWT = [{"jwt": []}]
+DEVICE = [{"connectorToken": []}, {"connectorBearer": []}]
 
 
 class DocumentTests(OpenApiCase):
@@ -168,11 +169,13 @@ class DocumentTests(OpenApiCase):
                 family, expected = "none", ([], False)
             elif path.startswith("/api/payment/"):
                 family, expected = "callback", ([], False)
+            elif path.startswith("/api/advanced-chat/connectors/"):
+                family, expected = "device", (DEVICE, False)
             else:
                 family, expected = "admin", (JWT, True)
             seen.add(family)
             self.assertEqual((entry["security"], admin), expected, f"{method} {path}")
-        self.assertEqual(seen, {"gateway", "user", "none", "callback", "admin"})
+        self.assertEqual(seen, {"gateway", "user", "none", "callback", "admin", "device"})
 
     async def test_error_shape_per_family(self) -> None:
         document = await self.document()
@@ -225,7 +228,7 @@ class AnswerShapeTests(OpenApiCase):
         checked, failures = [], []
         for method, path in sorted(operations(document)):
             if method != "GET" or "{" in path or path in shapes.REDIRECTS or \
-                    path.startswith("/api/payment/"):
+                    path.startswith(("/api/payment/", "/api/advanced-chat/connectors/")):
                 continue
             response = await self.probe(method, path, token=token)
             self.assertEqual(response.status, 200, f"{path}: {response}")

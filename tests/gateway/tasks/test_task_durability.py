@@ -6,7 +6,7 @@ from typing import Any
 
 from twisted.internet.defer import ensureDeferred, gatherResults
 
-from gateway.v1.tasks import store
+from gateway.store import tasks as store
 from tests.gateway.tasks.task_case import TaskTestCase, nanos
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.settings.store import read_all
 from gateway.store import schema
+from gateway.store.settings_rows import read_settings
 from tests.gateway.tasks.task_case import VIDEO_BODY, TaskTestCase, nanos
 
 AVATAR = "/v1/clipgen2/private-avatar"
@@ -73,7 +73,7 @@ class TaskSettingsTests(TaskTestCase):
 
     async def test_bad_values_are_refused_and_change_nothing(self) -> None:
         await self.provision_video()
-        before = await self.ctx.db.transaction(read_all)
+        before = await self.ctx.db.transaction(read_settings)
         bad = [
             {"artjob_upstream_path_prefix": "v1/artjob"},
             {"artjob_upstream_path_prefix": "/v1/../admin"},
@@ -96,7 +96,7 @@ class TaskSettingsTests(TaskTestCase):
             assert answer.status == 400, (body, answer)
             field = answer.json()["field"]
             assert field == [*body][-1] and field in answer.json()["error"], (body, answer.json())
-        assert await self.ctx.db.transaction(read_all) == before
+        assert await self.ctx.db.transaction(read_settings) == before
         settings = self.ctx.settings
         assert settings.text("artjob_upstream_path_prefix") == "/v1/artjob"
         assert settings.text("clipgen2_upstream_path_prefix") == "/v1/clipgen2"

@@ -1,14 +1,14 @@
 """Usage logs keep the meta model a client named beside the model that served it (issue 17).
 
 Revision ID: 0006
-Revises: 0003
+Revises: 0005
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0003"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

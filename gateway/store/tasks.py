@@ -21,6 +21,7 @@ Money design (survives restarts, concurrent pollers and duplicate upstream notic
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,6 +38,18 @@ SETTLED = "settled"
 REFUNDED_STATE = "refunded"
 
 t = schema.tasks
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """What leaving ``held`` did: whose money, how much went back, and the final status."""
+
+    user_id: int
+    api_key_id: int | None
+    refunded_nanos: int
+    status: str
+    #: the charge was kept (the task succeeded)
+    settled: bool
 
 
 def create(conn: Connection, task: Mapping[str, Any], charge: Mapping[str, Any],
@@ -80,7 +93,7 @@ def claim_due(conn: Connection, owner: str, now: datetime, lease: float,
 
 
 def record_poll(conn: Connection, task_id: str, owner: str, values: Mapping[str, Any],
-                now: datetime) -> dict[str, Any] | None:
+                now: datetime) -> TaskEnd | None:
     """Store a poll outcome if ``owner`` still holds the lease; finish a terminal task."""
     changed = conn.execute(update(t).where(
         t.c.id == task_id, t.c.lease_owner == owner, t.c.status.notin_(sorted(TERMINAL))
@@ -94,9 +107,9 @@ def record_poll(conn: Connection, task_id: str, owner: str, values: Mapping[str,
 
 
 def finish(conn: Connection, task_id: str, status: str, error: str | None,
-           now: datetime) -> dict[str, Any] | None:
-    """Leave ``held`` exactly once: keep the charge or refund it.  Returns what was done
-    (``{"user_id", "api_key_id", "refunded_nanos"}``) or None when already finished."""
+           now: datetime) -> TaskEnd | None:
+    """Leave ``held`` exactly once: keep the charge or refund it.  Returns what was done, or
+    None when already finished."""
     values: dict[str, Any] = {"status": status, "completed_at": now, "updated_at": now}
     if error is not None:
         values["error"] = error
@@ -112,8 +125,8 @@ def finish(conn: Connection, task_id: str, status: str, error: str | None,
     if amount:
         _refund(conn, task_id, user_id, key_id, amount, now)
         conn.execute(update(t).where(t.c.id == task_id).values(refunded_nanos=amount))
-    return {"user_id": user_id, "api_key_id": key_id, "refunded_nanos": amount,
-            "status": status, "settled": status == SUCCEEDED}
+    return TaskEnd(user_id=user_id, api_key_id=key_id, refunded_nanos=amount, status=status,
+                   settled=status == SUCCEEDED)
 
 
 def _refund(conn: Connection, task_id: str, user_id: int, key_id: int | None, amount: int,

@@ -1,5 +1,8 @@
 """Reads every catalog table in one transaction and builds a ``CatalogSnapshot``.
 
+The snapshot's frozen records (``gateway.catalog.snapshot``) are the typed rows: the catalog
+cache never sees a database row, only what this read made of it.
+
 On PostgreSQL the transaction is REPEATABLE READ so all the SELECTs see the same moment (READ
 COMMITTED would let an admin write land between two of them); SQLite transactions already are.
 """

@@ -1,0 +1,249 @@
+"""Agent links under load: many idle device links held by one process, and the task round trip.
+
+    .venv/bin/python bench/device_links.py                 # 2,000 links, 60 s idle, 2,000 trips
+    .venv/bin/python bench/device_links.py --links 500 --idle 20 --trips 500
+
+The server is the real app (``Lockgate.open``: the same wiring as ``twistd -n lockgate``, on a
+temporary SQLite file, in-memory shared state) listening on loopback in this process, so it can
+read its own RSS and CPU time.  The devices are a separate process (asyncio + ``websockets``):
+each link says ``hello``, sends a ``heartbeat`` every 20 s (staggered) and answers every ``task``
+frame at once with a ``task_result``.  The server pings every link every 20 s.
+
+Measured:
+- RSS per link: the server's RSS with every link welcomed minus its RSS before the first link,
+  divided by the number of links (goal <= 32 KiB);
+- idle CPU: the server's user+system CPU time over ``--idle`` seconds with every link idle
+  (heartbeats, pings, the hub's 1 s re-check and 20 s refresh), as % of one core (goal < 5 %);
+- round trip: ``ConnectorTasks.create`` -> dispatch over a link -> the device's result ->
+  ``ConnectorTasks.wait`` firing, sequential, p50/p99 (goal p50 < 2 ms).  Each trip includes
+  the database writes (insert, claim, finish).  The server's CPU time per trip is printed too:
+  unlike wall-clock latency it does not move with the load other processes put on the machine
+  (the 1-minute load average is printed alongside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+# --- the devices (child process) ---------------------------------------------------------------
+
+async def device(url: str, token: str, ready: asyncio.Event, index: int) -> None:
+    import websockets
+
+    async with websockets.connect(url, additional_headers={"X-Connector-Token": token},
+                                  ping_interval=None, max_size=None) as socket:
+        await socket.send(json.dumps({
+            "type": "hello", "protocol": 1, "hostname": f"bench-{index}", "os": "linux",
+            "arch": "amd64", "version": "bench", "kind": "cli", "mode": "platform"}))
+        welcome = json.loads(await socket.recv())
+        assert welcome["type"] == "welcome", welcome
+        ready.set()
+
+        async def heartbeats() -> None:
+            await asyncio.sleep(index % 20)
+            while True:
+                await socket.send('{"type":"heartbeat"}')
+                await asyncio.sleep(20)
+
+        beating = asyncio.ensure_future(heartbeats())
+        try:
+            async for message in socket:
+                frame = json.loads(message)
+                if frame.get("type") == "task":
+                    await socket.send(json.dumps({
+                        "type": "task_result", "task_id": frame["task"]["id"],
+                        "success": True, "result": "ok"}))
+        finally:
+            beating.cancel()
+
+
+async def devices_main(url: str, tokens: list[str]) -> None:
+    readies = [asyncio.Event() for _ in tokens]
+    running = []
+    for start in range(0, len(tokens), 100):
+        for index in range(start, min(start + 100, len(tokens))):
+            running.append(asyncio.ensure_future(device(url, tokens[index], readies[index],
+                                                        index)))
+        await asyncio.gather(*(event.wait() for event in readies[start:start + 100]))
+    print("ready", flush=True)
+    await asyncio.gather(*running)
+
+
+# --- the server (this process) -----------------------------------------------------------------
+
+async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, Any]:
+    import treq
+    from twisted.internet.defer import Deferred
+    from twisted.internet.task import deferLater
+
+    from gateway.links import ids
+    from gateway.store import devices as device_store
+    from tap.app import Lockgate
+    from tap.http_channel import LockgateSite
+    from tap.secrets import Secrets
+
+    directory = tempfile.mkdtemp(prefix="lockgate-links-bench-")
+    app = Lockgate.open(reactor, database=f"sqlite:///{directory}/db.sqlite3",
+                        secrets=Secrets.from_master(os.urandom(64)))
+    port = reactor.listenTCP(0, LockgateSite(app.root), interface="127.0.0.1",
+                             backlog=4096)
+    base = f"http://127.0.0.1:{port.getHost().port}"
+    setup = await treq.post(f"{base}/api/setup", json={
+        "username": "admin", "email": "admin@example.com", "password": "bench password"})
+    login = (await setup.json())["token"]
+    me = await (await treq.get(f"{base}/api/user/me",
+                               headers={"Authorization": f"Bearer {login}"})).json()
+    now = app.ctx.now()
+    tokens = [ids.new_token() for _ in range(options.links)]
+
+    def provision(conn: Any) -> list[str]:
+        created = []
+        for number, token in enumerate(tokens):
+            row = device_store.create(
+                conn, device_id=ids.new_id(ids.DEVICE), user_id=me["id"],
+                name=f"bench {number}", remark="", mode="platform", listen_port=0,
+                token_hash=ids.token_hash(token), hidden=False, now=now)
+            created.append(row.id)
+        return created
+
+    device_ids = await app.db.transaction(provision)
+    token_file = os.path.join(directory, "tokens.json")
+    with open(token_file, "w") as out:
+        json.dump(tokens, out)
+
+    for _ in range(3):
+        gc.collect()
+        await deferLater(reactor, 0.2, lambda: None)
+    rss_before = rss_kib()
+    url = base.replace("http://", "ws://") + "/api/advanced-chat/connectors/ws"
+    child = subprocess.Popen([sys.executable, __file__, "--devices", url, token_file],  # noqa: S603
+                             stdout=subprocess.PIPE, text=True)
+    ready: Deferred[str] = Deferred()
+    reactor.callInThread(lambda: reactor.callFromThread(ready.callback,
+                                                        child.stdout.readline()))
+    started = time.monotonic()
+    assert (await ready).strip() == "ready", "device process failed"
+    connect_seconds = time.monotonic() - started
+    links = app.ctx.links
+    assert links is not None and len(links.hub.links) == options.links, len(links.hub.links)
+    for _ in range(3):
+        gc.collect()
+        await deferLater(reactor, 0.5, lambda: None)
+    rss_after = rss_kib()
+
+    cpu_start, wall_start = cpu_seconds(), time.monotonic()
+    await deferLater(reactor, options.idle, lambda: None)
+    idle_cpu = (cpu_seconds() - cpu_start) / (time.monotonic() - wall_start)
+
+    trips: list[float] = []
+    device_id = device_ids[0]
+    trips_cpu_start = cpu_seconds()
+    for _ in range(options.trips):
+        begun = time.perf_counter()
+        task = await links.tasks.create(user_id=me["id"], device_id=device_id,
+                                        action="read_file", payload={"path": "a"},
+                                        workspace_path="/w")
+        row = await links.tasks.wait(task)
+        trips.append((time.perf_counter() - begun) * 1000)
+        assert row is not None and row.status == "completed", row
+
+    trips_cpu = cpu_seconds() - trips_cpu_start
+    load = os.getloadavg()[0]
+    child.terminate()
+    child.wait()
+    port.stopListening()
+    await app.close()
+    shutil.rmtree(directory, ignore_errors=True)
+    return {
+        "links": options.links,
+        "connect_seconds": round(connect_seconds, 2),
+        "rss_before_kib": rss_before,
+        "rss_after_kib": rss_after,
+        "rss_per_link_kib": round((rss_after - rss_before) / options.links, 1),
+        "idle_seconds": options.idle,
+        "idle_cpu_percent_of_core": round(idle_cpu * 100, 2),
+        "trips": len(trips),
+        "trip_p50_ms": round(percentile(trips, 0.50), 3),
+        "trip_p99_ms": round(percentile(trips, 0.99), 3),
+        "trip_max_ms": round(max(trips), 3),
+        "server_cpu_ms_per_trip": round(trips_cpu * 1000 / len(trips), 3),
+        "load_average_1m": round(load, 2),
+        "cpus": os.cpu_count(),
+    }
+
+
+def main() -> None:
+    if os.environ.get("LINKS_BENCH_TRACE"):
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(os.environ["LINKS_BENCH_TRACE"]), exit=True)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--links", type=int, default=2000)
+    parser.add_argument("--idle", type=float, default=60.0, help="idle CPU window, seconds")
+    parser.add_argument("--trips", type=int, default=2000)
+    parser.add_argument("--devices", nargs=2, metavar=("URL", "TOKENS"),
+                        help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.devices:
+        url, token_file = options.devices
+        with open(token_file) as tokens:
+            asyncio.run(devices_main(url, json.load(tokens)))
+        return
+
+    from twisted.internet import epollreactor
+
+    epollreactor.install()
+    from twisted.internet import reactor
+    from twisted.internet.defer import ensureDeferred
+
+    results: dict[str, Any] = {}
+
+    def done(outcome: Any) -> None:
+        if isinstance(outcome, dict):
+            results.update(outcome)
+        else:
+            outcome.printTraceback()
+        reactor.stop()
+
+    reactor.callWhenRunning(
+        lambda: ensureDeferred(server_main(reactor, options)).addBoth(done))
+    reactor.run()
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

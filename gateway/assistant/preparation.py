@@ -1,0 +1,155 @@
+"""Step 1 of a completion (agents contract §1.7, §1.8 step 1): what the request refers to.
+
+Runs inside one database transaction: the agent (``Agent not found`` / ``Agent is disabled``),
+the skills (``Unknown skill``), the MCP servers (referenced + agent's + skills', then
+inline temporary ones of [P-3]) and the model (request, else agent, else admin default; [P-1]).
+Every refusal is a ``Refused`` with the contract's message, raised before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from gateway.assistant.builtin_tools import SkillBody
+from gateway.assistant.completion_request import CompletionRequest
+from gateway.assistant.mcp_servers import InvalidServers, merged, read_servers
+from gateway.assistant.prompt import SkillPrompt
+from gateway.assistant.run_settings import RunSettings
+from gateway.store import devices
+from gateway.store.assistant.agents import find_agent
+from gateway.store.assistant.references import UNKNOWN_SKILL, usable_skill_ids
+from gateway.store.assistant.refused import Refused, invalid
+from gateway.store.assistant.rows import SkillRow
+from gateway.store.assistant.skills import skills_by_key
+from gateway.store.assistant.user_settings import custom_servers, user_settings
+from gateway.store.connection import Connection
+from gateway.store.devices import DeviceRow
+
+MAX_SERVERS = 20
+INVALID_SERVERS = "Invalid MCP server configuration"
+
+
+@dataclass
+class Prepared:
+    request: CompletionRequest
+    model: str
+    agent_key: str = "default"
+    agent_prompt: str = ""
+    presets: list[dict[str, str]] = field(default_factory=list)
+    #: the agent's allowed tool groups ([P-4]); empty = all
+    agent_tools: list[str] = field(default_factory=list)
+    agent_stream: bool = False
+    skills: list[SkillRow] = field(default_factory=list)
+    servers: list[dict[str, Any]] = field(default_factory=list)
+    admin_prompt: str = ""
+    #: the connector device of an assistant run (online when prepared)
+    device: DeviceRow | None = None
+    connector_switches: dict[str, bool] = field(default_factory=dict)
+
+    def skill_prompts(self) -> list[SkillPrompt]:
+        return [SkillPrompt(s.key, s.name, s.description, s.prompt, bool(s.content))
+                for s in self.skills]
+
+    def skill_bodies(self) -> list[SkillBody]:
+        return [SkillBody(s.key, s.name, s.description, s.content) for s in self.skills]
+
+    def skill_ids(self) -> list[str]:
+        return [s.key for s in self.skills]
+
+    def server_ids(self) -> list[str]:
+        return [str(s["id"]) for s in self.servers]
+
+
+def _union(*lists: list[str]) -> list[str]:
+    return list(dict.fromkeys(item for items in lists for item in items))
+
+
+def prepare(conn: Connection, user_id: int, request: CompletionRequest,
+            settings: RunSettings, now: datetime) -> Prepared:
+    if request.mode == "agent_group":
+        raise invalid("Studio is required" if not request.agent_group_id
+                      else "Studio not found")
+    agent = find_agent(conn, user_id, request.agent_id, now)
+    if agent is None:
+        raise invalid("Agent not found")
+    if not agent.enabled:
+        raise invalid("Agent is disabled")
+    model = request.model or agent.default_model.strip() or settings.default_model
+    if not model:
+        raise invalid("Model is required")
+    skill_ids = _union(agent.skill_ids, request.skill_ids)
+    if skill_ids and not set(skill_ids) <= usable_skill_ids(conn, user_id):
+        raise invalid(UNKNOWN_SKILL)
+    skills = skills_by_key(conn, user_id, skill_ids)
+    prepared = Prepared(
+        request=request, model=model, agent_key=agent.key, agent_prompt=agent.prompt,
+        presets=list(agent.preset_messages), agent_tools=list(agent.tools),
+        agent_stream=agent.stream, skills=skills, admin_prompt=settings.default_system_prompt)
+    if request.background:
+        prepared.device = _device(conn, user_id, request, settings, now)
+        prepared.connector_switches = dict(settings.connector_switches)
+    prepared.servers = _servers(conn, user_id, request, settings, _union(
+        agent.mcp_server_ids, request.mcp_server_ids,
+        *(skill.mcp_server_ids for skill in skills)))
+    return prepared
+
+
+def _device(conn: Connection, user_id: int, request: CompletionRequest,
+            settings: RunSettings, now: datetime) -> DeviceRow | None:
+    """§1.8 step 1's execution target (cloud sandboxes are not offered by this server)."""
+    selected = bool(request.connector_device_id or request.connector_workspace_path
+                    or request.cloud_sandbox_id)
+    if selected and not settings.workspace_tools_enabled:
+        raise invalid("Workspace tools are disabled")
+    if request.cloud_sandbox_id:
+        if request.connector_device_id or request.connector_workspace_path:
+            raise invalid("Choose either a cloud sandbox or a local connector")
+        raise invalid("Cloud sandbox is unavailable")
+    if not request.connector_device_id:
+        if request.connector_workspace_path:
+            raise invalid("connector device is required")
+        return None
+    device = devices.get_for_user(conn, user_id, request.connector_device_id)
+    if device is None or device.hidden:
+        raise invalid("connector device not found")
+    if not device.online_at(now):
+        raise invalid("connector device is offline")
+    if request.connector_approval_mode == "assistant":
+        checker = user_settings(conn, user_id, now).connector_approval_agent_id
+        if not checker:
+            raise invalid("approval agent is not configured")
+        if find_agent(conn, user_id, checker, now) is None:
+            raise invalid("Approval agent not found")
+    return device
+
+
+def _servers(conn: Connection, user_id: int, request: CompletionRequest,
+             settings: RunSettings, wanted: list[str]) -> list[dict[str, Any]]:
+    try:
+        temporary = read_servers(request.mcp_servers, lambda index: f"tmp-{index + 1}")
+    except InvalidServers:
+        raise invalid(INVALID_SERVERS) from None
+    if (wanted or temporary) and request.background and not settings.mcp_tools_enabled:
+        raise invalid("MCP tools are disabled")
+    known = {s["id"]: s for s in merged(settings.builtin_mcp_servers,
+                                        custom_servers(conn, user_id))}
+    chosen: list[dict[str, Any]] = []
+    for server_id in wanted:
+        server = known.get(server_id)
+        if server is None or not server.get("enabled", True):
+            raise invalid(f"unknown or disabled MCP server: {server_id}")
+        chosen.append(server)
+    taken = {s["id"] for s in chosen}
+    for server in temporary:
+        if server["id"] in taken:
+            raise invalid(INVALID_SERVERS)
+        if server.get("enabled", True):
+            chosen.append(server)
+    if len(chosen) > MAX_SERVERS:
+        raise invalid(INVALID_SERVERS)
+    return chosen
+
+
+__all__ = ["Prepared", "Refused", "prepare"]

@@ -1,0 +1,371 @@
+"""Assistant runs in the background: start, events, stop, deadline and lease (§1.8-§1.11).
+
+Why the state lives in the database and the bus: a run executes on the node that accepted it,
+but any node may be asked for its record, tail its events or stop it.  Events are rows (the
+poll route reads them) and each append is announced on the shared-state bus
+(``assistant-run:<id>``) so an SSE tail on another node wakes at once; a stop is a guarded
+database transition plus a ``stop`` message on ``assistant-run-control`` that the owning node
+answers by cancelling its worker.  The worker renews a lease on its run; every node sweeps runs
+whose lease ran out and fails them, so a node that dies mid-run leaves no run ``running``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.task import LoopingCall
+from twisted.logger import Logger
+
+from gateway.assistant.connector_tools import ConnectorTarget, ConnectorTools, wake_channel
+from gateway.assistant.conversation_setup import (
+    build_tools,
+    first_messages,
+    session_columns,
+    session_messages,
+)
+from gateway.assistant.ids import RUN, random_id
+from gateway.assistant.mcp_tools import McpClientFactory, McpUnavailable
+from gateway.assistant.preparation import Prepared
+from gateway.assistant.record_views import run_view, session_view
+from gateway.assistant.run_loop import LoopCancelled, LoopFailed, LoopLimits, RunLoop
+from gateway.assistant.run_settings import RunSettings
+from gateway.context import GatewayContext
+from gateway.store.assistant import run_outcomes
+from gateway.store.assistant.refused import missing
+from gateway.store.assistant.rows import RunEventRow, RunRow
+from gateway.store.assistant.runs import active_runs, append_event, create_run, find_run, transition
+from gateway.store.assistant.sessions import check_writable, get_session, save_session
+from gateway.v1.internal_call import InternalChat
+
+log = Logger()
+
+CONTROL_CHANNEL = "assistant-run-control"
+RUN_NOT_FOUND = "Run not found"
+NODE_DIED = "Assistant run was interrupted: the server running it stopped"
+#: a run whose node has not renewed it for this long is failed by any node
+LEASE_SECONDS = 60
+ASSISTANT_ROUNDS = 20
+TERMINAL_EVENTS = ("done", "error")
+
+
+def events_channel(run_id: str) -> str:
+    return f"assistant-run:{run_id}"
+
+
+def is_terminal_event(event: str, payload: Any) -> bool:
+    return event in TERMINAL_EVENTS or (
+        event == "status" and isinstance(payload, dict) and payload.get("message") == "cancelled")
+
+
+@dataclass
+class _Worker:
+    run: RunRow
+    loop: RunLoop | None = None
+    done: Deferred[None] | None = None
+    stopped: bool = False
+
+
+class _RunSink:
+    """Run events of one run: persisted, announced, and the progress columns kept current."""
+
+    def __init__(self, service: RunService, run: RunRow) -> None:
+        self.service, self.run = service, run
+
+    async def emit(self, event: str, payload: dict[str, Any]) -> None:
+        values: dict[str, Any] = {}
+        if event == "status" and payload.get("message") == "model_round":
+            values = {"current_round": payload["round"], "status_message": "model_round"}
+        elif event == "status" and payload.get("message") == "retrying":
+            values = {"status_message": f"retrying:{payload['attempt']}/{payload['max']}"}
+        await self.service.append(self.run, event, payload, values)
+
+
+@dataclass
+class RunService:
+    ctx: GatewayContext
+    node_name: str
+    mcp: McpClientFactory | None = None
+    lease_seconds: int = LEASE_SECONDS
+    workers: dict[str, _Worker] = field(default_factory=dict)
+    _unsubscribe: Any = None
+    _renewer: LoopingCall | None = None
+    _sweeper: LoopingCall | None = None
+
+    def start(self) -> None:
+        self._unsubscribe = self.ctx.state.subscribe(CONTROL_CHANNEL, self._on_control)
+        self._renewer = LoopingCall(self._renew)
+        self._renewer.clock = self.ctx.clock
+        self._renewer.start(self.lease_seconds / 3, now=False)
+        self._sweeper = LoopingCall(self.sweep)
+        self._sweeper.clock = self.ctx.clock
+        self._sweeper.start(self.lease_seconds / 2, now=False)
+
+    async def stop_all(self) -> None:
+        """Process shutdown: stop sweeping and renewing, cancel local workers (their runs are
+        left to the lease so another node fails them if this one does not come back)."""
+        for looping in (self._renewer, self._sweeper):
+            if looping is not None and looping.running:
+                looping.stop()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        for worker in list(self.workers.values()):
+            worker.stopped = True
+            if worker.loop is not None:
+                worker.loop.cancel()
+
+    @property
+    def settings(self) -> RunSettings:
+        return RunSettings.read(self.ctx.settings)
+
+    def model_caller(self, user_id: int) -> Any:
+        return lambda body: InternalChat(self.ctx, user_id, body)
+
+    # --- events ---------------------------------------------------------------------------
+
+    async def append(self, run: RunRow, event: str, payload: dict[str, Any],
+                     values: dict[str, Any] | None = None) -> RunEventRow | None:
+        """A progress event of a live run; none once the run has ended (a stop's ``cancelled``
+        stays the last event even when the worker was mid-step)."""
+        now = self.ctx.now()
+
+        def write(conn: Any) -> RunEventRow | None:
+            current = find_run(conn, run.id)
+            if current is None or not current.active:
+                return None
+            if values:
+                transition(conn, run.id, values, now)
+            if event == "tool_call":
+                run_outcomes.merge_detail(conn, run.id, payload, now)
+            return append_event(conn, run.id, run.session_id, event, payload, now)
+
+        row = await self.ctx.db.transaction(write)
+        if row is not None:
+            self.announce([row])
+        return row
+
+    def announce(self, rows: list[RunEventRow]) -> None:
+        for row in rows:
+            message = orjson.dumps({"seq": row.seq, "event": row.event})
+            self.ctx.state.publish(events_channel(row.run_id), message).addErrback(
+                lambda f: log.failure("run event announcement failed", f))
+
+    # --- start ----------------------------------------------------------------------------
+
+    async def start_run(self, user_id: int, prepared: Prepared) -> dict[str, Any]:
+        """Interrupt the session's active runs, save the session with an empty answer and a
+        ``queued`` run in one transaction, start the worker; the 202 body."""
+        request = prepared.request
+        now = self.ctx.now()
+        session_id = request.session_id or random_id("acs")
+        request.session_id = session_id
+        messages, answer_id = session_messages(prepared)
+        timeout = (self.settings.agent_group_run_timeout if request.mode == "agent_group"
+                   else self.settings.assistant_run_timeout)
+
+        def write(conn: Any) -> tuple[Any, RunRow, list[RunEventRow], list[str]]:
+            check_writable(conn, user_id, session_id, allow_active_run=True)
+            events: list[RunEventRow] = []
+            stopped: list[str] = []
+            for active in active_runs(conn, session_id):
+                events += run_outcomes.cancel(conn, active, now, interrupted=True)
+                stopped.append(active.id)
+            save_session(conn, user_id, session_id, session_columns(prepared), messages, now,
+                         allow_active_run=True)
+            run = create_run(conn, {
+                "id": random_id(RUN), "user_id": user_id, "session_id": session_id,
+                "assistant_message_id": answer_id, "mode": request.mode, "status": "queued",
+                "request": {"model": prepared.model}, "node_name": self.node_name,
+                "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+                "deadline_at": now + timedelta(seconds=timeout)}, now)
+            return get_session(conn, user_id, session_id), run, events, stopped
+
+        stored, run, events, stopped = await self.ctx.db.transaction(write)
+        self.announce(events)
+        for run_id in stopped:
+            self._cancel_worker(run_id)
+        worker = _Worker(run)
+        self.workers[run.id] = worker
+        worker.done = ensureDeferred(self._work(worker, user_id, prepared, timeout))
+        worker.done.addErrback(lambda f: log.failure("assistant run crashed", f))
+        return {"session": session_view(stored), "run": run_view(run)}
+
+    # --- the worker -----------------------------------------------------------------------
+
+    async def _work(self, worker: _Worker, user_id: int, prepared: Prepared,
+                    timeout: int) -> None:
+        run = worker.run
+        deadline = None
+        try:
+            started = await self.ctx.db.transaction(self._start, run, self.ctx.now())
+            if not started:
+                return
+            self.announce(started)
+            deadline = self.ctx.clock.callLater(timeout, self._timed_out, worker)
+            connector = self._connector(run, prepared)
+            try:
+                tools = await build_tools(prepared, self.mcp, connector)
+            except McpUnavailable as exc:
+                await self._fail(run, str(exc), 0, [])
+                return
+            if worker.stopped:
+                return
+            request = prepared.request
+            worker.loop = RunLoop(
+                limits=LoopLimits(mode=request.mode, max_rounds=ASSISTANT_ROUNDS, retries=True,
+                                  text_events=request.stream or prepared.agent_stream),
+                call_model=self.model_caller(user_id), tools=tools,
+                sink=_RunSink(self, run), clock=self.ctx.clock,
+                messages=first_messages(prepared, tools, connector),
+                model_options=request.model_options(prepared.model))
+            if worker.stopped:
+                worker.loop.cancel()
+            await self._drive(worker)
+        finally:
+            if deadline is not None and deadline.active():
+                deadline.cancel()
+            self.workers.pop(run.id, None)
+
+    @staticmethod
+    def _start(conn: Any, run: RunRow, now: Any) -> list[RunEventRow]:
+        """``queued -> running`` and the first two events, in one transaction (none: the run
+        was stopped before its worker started)."""
+        if not transition(conn, run.id, {"status": "running", "status_message": "loading_tools",
+                                         "started_at": now}, now, from_statuses=("queued",)):
+            return []
+        return [append_event(conn, run.id, run.session_id, "status", {"message": message}, now)
+                for message in ("assistant_started", "loading_tools")]
+
+    async def _drive(self, worker: _Worker) -> None:
+        run, loop = worker.run, worker.loop
+        assert loop is not None
+        try:
+            outcome = await loop.run()
+        except LoopCancelled:
+            await self.ctx.db.transaction(lambda conn: run_outcomes.record_cost(
+                conn, run.id, loop.cost_nanos, self.ctx.now()))
+            return
+        except LoopFailed as failure:
+            await self._fail(run, failure.message, loop.cost_nanos, loop.details)
+            return
+        except Exception:
+            log.failure("assistant run {run} failed", run=run.id)
+            await self._fail(run, "Assistant run failed: internal error", loop.cost_nanos,
+                             loop.details)
+            return
+        now = self.ctx.now()
+        event = await self.ctx.db.transaction(lambda conn: run_outcomes.finish(
+            conn, run, outcome.result(), outcome.details, outcome.cost_nanos, now))
+        if event is not None:
+            self.announce([event])
+
+    async def _fail(self, run: RunRow, error: str, cost_nanos: int,
+                    details: list[dict[str, Any]]) -> None:
+        now = self.ctx.now()
+        event = await self.ctx.db.transaction(lambda conn: run_outcomes.fail(
+            conn, run, error, now, cost_nanos=cost_nanos, details=details))
+        if event is not None:
+            self.announce([event])
+
+    def _connector(self, run: RunRow, prepared: Prepared) -> ConnectorTools | None:
+        device, request = prepared.device, prepared.request
+        if device is None:
+            return None
+        return ConnectorTools(
+            db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now, wake=self.wake_device,
+            target=ConnectorTarget(
+                user_id=run.user_id, run_id=run.id, device_id=device.id,
+                device_name=device.name, os=device.os, arch=device.arch,
+                workspace_path=request.connector_workspace_path,
+                approval_mode=request.connector_approval_mode,
+                command_prefixes=request.connector_command_prefixes))
+
+    def wake_device(self, device_id: str) -> None:
+        self.ctx.state.publish(wake_channel(device_id), b"task").addErrback(
+            lambda f: log.failure("waking connector device failed", f))
+
+    def _timed_out(self, worker: _Worker) -> None:
+        if worker.loop is not None:
+            worker.loop.cancel(timed_out=True)
+
+    # --- stop -----------------------------------------------------------------------------
+
+    async def stop(self, user_id: int, run_id: str) -> RunRow:
+        """§1.11: cancel (or, if ended, answer the run as it is); 404 for another's run."""
+        now = self.ctx.now()
+
+        def write(conn: Any) -> tuple[RunRow, list[RunEventRow]]:
+            run = find_run(conn, run_id, user_id)
+            if run is None:
+                raise missing(RUN_NOT_FOUND)
+            events = run_outcomes.cancel(conn, run, now) if run.active else []
+            found = find_run(conn, run_id)
+            assert found is not None
+            return found, events
+
+        run, events = await self.ctx.db.transaction(write)
+        if events:
+            self._cancel_worker(run_id)
+            self.announce(events)
+        return run
+
+    def _cancel_worker(self, run_id: str) -> None:
+        worker = self.workers.get(run_id)
+        if worker is not None:
+            worker.stopped = True
+            if worker.loop is not None:
+                worker.loop.cancel()
+            return
+        self.ctx.state.publish(CONTROL_CHANNEL, orjson.dumps({"stop": run_id})).addErrback(
+            lambda f: log.failure("run stop announcement failed", f))
+
+    def _on_control(self, message: bytes) -> None:
+        try:
+            command = orjson.loads(message)
+        except orjson.JSONDecodeError:
+            return
+        run_id = command.get("stop") if isinstance(command, dict) else None
+        worker = self.workers.get(run_id) if isinstance(run_id, str) else None
+        if worker is not None:
+            worker.stopped = True
+            if worker.loop is not None:
+                worker.loop.cancel()
+
+    # --- lease ----------------------------------------------------------------------------
+
+    async def _renew(self) -> None:
+        if not self.workers:
+            return
+        until = self.ctx.now() + timedelta(seconds=self.lease_seconds)
+        ids = list(self.workers)
+        try:
+            await self.ctx.db.transaction(
+                lambda conn: run_outcomes.renew(conn, ids, self.node_name, until))
+        except Exception:
+            log.failure("renewing assistant run leases failed")
+
+    async def sweep(self) -> int:
+        """Fail active runs whose lease expired (their node died); how many were failed."""
+        now = self.ctx.now()
+
+        def write(conn: Any) -> list[RunEventRow]:
+            events = []
+            for run in run_outcomes.expired(conn, now):
+                if run.id in self.workers:
+                    continue
+                event = run_outcomes.fail(conn, run, NODE_DIED, now,
+                                          cost_nanos=run.cost_nanos)
+                if event is not None:
+                    events.append(event)
+            return events
+
+        try:
+            events = await self.ctx.db.transaction(write)
+        except Exception:
+            log.failure("sweeping expired assistant runs failed")
+            return 0
+        self.announce(events)
+        return len(events)

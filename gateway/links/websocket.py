@@ -1,0 +1,309 @@
+"""The WebSocket link of a connector device or sandbox host (agents contract §2.4, [P-21]).
+
+One ``DeviceLink`` per connection, built for a device that already proved its token in the
+HTTP handshake (``endpoint.LinkEndpoint``).  Frames are UTF-8 JSON objects with a ``type``;
+they are handled one at a time, in order (a result is never overtaken by the next frame).
+Bad frames get an ``error`` frame and change nothing; the connection stays.  Autobahn enforces
+the 1 MiB frame and message cap (close 1009) and the native pings (every 20 s).
+
+Dispatch claims a task (``queued -> running``, atomic across nodes and transports) before the
+``task`` frame is written; a frame that cannot be written returns the task to the queue.  At
+most ``max_parallel`` tasks are in flight, ``terminal_*`` actions aside.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
+from twisted.internet.defer import Deferred, ensureDeferred, succeed
+from twisted.logger import Logger
+
+from gateway.links.hello import HelloError, parse_capacity, parse_hello, parse_max_parallel
+from gateway.links.hub import CLOSE_PROTOCOL, CLOSE_REVOKED, LinkHub
+from gateway.links.results import ResultError
+from gateway.links.tasks import ConnectorTasks
+from gateway.links.views import device_view, dispatch_view, rfc3339
+from gateway.store import connector_tasks as task_store
+from gateway.store import devices as device_store
+from gateway.store import sandbox_hosts as host_store
+from gateway.store.connector_tasks import TaskRow
+from gateway.store.devices import DeviceRow
+
+log = Logger()
+
+MAX_FRAME = 1 << 20
+HELLO_SECONDS = 10.0
+PING_SECONDS = 20.0
+HEARTBEAT_INTERVAL = 20
+#: live output forwarded per task (the rest is dropped, §2.4)
+OUTPUT_CAP = 64 * 1024
+STREAMS = frozenset({"stdout", "stderr", "log"})
+TERMINAL_PREFIX = "terminal_"
+TERMINAL_ACTIONS = frozenset({"terminal_open", "terminal_input", "terminal_read",
+                              "terminal_resize", "terminal_close"})
+
+
+class DeviceLink(WebSocketServerProtocol):
+    def __init__(self, hub: LinkHub, tasks: ConnectorTasks, device: DeviceRow) -> None:
+        super().__init__()
+        self.hub = hub
+        self.tasks = tasks
+        self.device = device
+        self.device_id = device.id
+        self.link_id = hub.new_link_id()
+        self.max_parallel = 1
+        self.said_hello = False
+        self.gone = False
+        #: tasks handed over on this link and not finished yet
+        self.in_flight: dict[str, TaskRow] = {}
+        self._output_sent: dict[str, int] = {}
+        self._frames: Deferred[None] = succeed(None)
+        self._hello_timer: Any = None
+        self._pumping = False
+        self._pump_again = False
+
+    # --- connection --------------------------------------------------------------------------
+
+    def onOpen(self) -> None:
+        self._hello_timer = self.hub.clock.callLater(HELLO_SECONDS, self._hello_overdue)
+
+    def _hello_overdue(self) -> None:
+        if not self.said_hello:
+            self.close_link(CLOSE_PROTOCOL, "hello required")
+
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
+        self.gone = True
+        if self._hello_timer is not None and self._hello_timer.active():
+            self._hello_timer.cancel()
+        self.hub.detach(self)
+        if self.said_hello:
+            self._closed_in_db()
+
+    def _closed_in_db(self) -> None:
+        ensureDeferred(self.hub.link_closed(self.device_id, self.link_id)).addErrback(
+            lambda f: log.failure("closing link {link} failed", f, link=self.link_id))
+
+    def close_link(self, code: int, reason: str) -> None:
+        if not self.gone:
+            self.sendClose(code, reason)
+
+    def send(self, frame: dict[str, Any]) -> bool:
+        if self.gone or self.state != WebSocketServerProtocol.STATE_OPEN:
+            return False
+        self.sendMessage(orjson.dumps(frame), isBinary=False)
+        return True
+
+    def send_error(self, message: str) -> None:
+        self.send({"type": "error", "error": message})
+
+    # --- frames ------------------------------------------------------------------------------
+
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        if isBinary:
+            self.send_error("frames must be UTF-8 JSON text")
+            return
+        try:
+            frame = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            self.send_error(f"invalid JSON: {exc.msg}")
+            return
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            self.send_error("a frame must be a JSON object with a string type")
+            return
+        kind = frame["type"]
+        handler = HANDLERS.get(kind)
+        if handler is None:
+            self.send_error(f"unknown frame type: {kind[:64]}")
+            return
+        if not self.said_hello and kind != "hello":
+            self.send_error(f"hello required before {kind}")
+            return
+        self._frames.addCallback(lambda _: ensureDeferred(handler(self, frame)))
+        self._frames.addErrback(self._frame_failed)
+
+    def _frame_failed(self, failure: Any) -> None:
+        log.failure("link frame failed on {link}", failure, link=self.link_id)
+        self.send_error("internal error handling the frame")
+
+    async def on_hello(self, frame: dict[str, Any]) -> None:
+        if self.said_hello:
+            self.send_error("hello was already received")
+            return
+        try:
+            fields = parse_hello(frame)
+            max_parallel = parse_max_parallel(frame)
+            capacity = parse_capacity(frame)
+        except HelloError as exc:
+            self.send_error(str(exc))
+            return
+        if frame.get("protocol", 1) != 1:
+            self.send_error("unsupported protocol version (this server speaks 1)")
+            return
+        now = self.hub.now()
+
+        def register(conn: Any) -> DeviceRow | str:
+            device = device_store.get(conn, self.device_id)
+            if device is None or device.token_hash != self.device.token_hash:
+                return "token revoked"
+            host = host_store.get_by_device(conn, device.id)
+            if host is not None and not host.enabled:
+                return "host disabled"
+            if host is not None and capacity is not None:
+                host_store.record_capacity(conn, device.id, capacity, now)
+            return device_store.report(conn, device, fields, now, link_id=self.link_id,
+                                       max_parallel=max_parallel)
+
+        outcome = await self.hub.db.transaction(register)
+        if isinstance(outcome, str):
+            self.close_link(CLOSE_REVOKED, outcome)
+            return
+        self.device = outcome
+        self.max_parallel = max_parallel
+        self.said_hello = True
+        if self._hello_timer is not None and self._hello_timer.active():
+            self._hello_timer.cancel()
+        if self.gone:
+            self._closed_in_db()
+            return
+        self.send({"type": "welcome", "device": device_view(outcome, now),
+                   "heartbeat_interval": HEARTBEAT_INTERVAL, "server_time": rfc3339(now)})
+        self.hub.attach(self)
+
+    async def on_heartbeat(self, frame: dict[str, Any]) -> None:
+        try:
+            fields = parse_hello(frame)
+        except HelloError as exc:
+            self.send_error(str(exc))
+            return
+        now = self.hub.now()
+        if fields:
+            self.device = await self.hub.db.transaction(device_store.report, self.device,
+                                                        fields, now, link_id=self.link_id)
+        self.send({"type": "heartbeat_ack", "server_time": rfc3339(now)})
+
+    async def on_task_output(self, frame: dict[str, Any]) -> None:
+        task = self.in_flight.get(str(frame.get("task_id")))
+        if task is None:
+            self.send_error("task_output for a task not running on this link")
+            return
+        seq, stream, data = frame.get("seq"), frame.get("stream"), frame.get("data")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            self.send_error("task_output seq must be a positive integer")
+            return
+        if stream not in STREAMS or not isinstance(data, str):
+            self.send_error("task_output needs stream stdout|stderr|log and text data")
+            return
+        if not task.run_id:
+            return
+        sent = self._output_sent.get(task.id, 0)
+        if sent > OUTPUT_CAP:
+            return
+        event: dict[str, Any] = {"task_id": task.id, "tool_call_id": task.tool_call_id,
+                                 "stream": stream}
+        encoded = data.encode("utf-8")
+        if sent + len(encoded) <= OUTPUT_CAP:
+            self._output_sent[task.id] = sent + len(encoded)
+            self.hub.output(task, {**event, "delta": data})
+            return
+        room = OUTPUT_CAP - sent
+        if room > 0:
+            self.hub.output(task, {**event, "delta": encoded[:room].decode("utf-8", "ignore")})
+        self._output_sent[task.id] = OUTPUT_CAP + 1
+        self.hub.output(task, {**event, "delta": "", "truncated": True})
+
+    async def on_task_result(self, frame: dict[str, Any]) -> None:
+        task_id = frame.get("task_id")
+        if not isinstance(task_id, str) or not task_id:
+            self.send_error("task_result needs a task_id")
+            return
+        try:
+            task = await self.tasks.record_result(self.device, task_id, frame)
+        except ResultError as exc:
+            self.send_error(f"task_result: {exc}")
+            return
+        self.in_flight.pop(task_id, None)
+        self._output_sent.pop(task_id, None)
+        if task is None:
+            self.send({"type": "task_result_ack", "task_id": task_id, "ok": True,
+                       "ignored": True, "error": "task is not running on this device"})
+        else:
+            self.send({"type": "task_result_ack", "task_id": task_id, "ok": True})
+        self.pump()
+
+    # --- dispatch ----------------------------------------------------------------------------
+
+    def pump(self) -> None:
+        if not self.said_hello or self.gone:
+            return
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        ensureDeferred(self._pump()).addErrback(
+            lambda f: log.failure("dispatch on {link} failed", f, link=self.link_id))
+
+    def _busy(self) -> int:
+        return sum(1 for task in self.in_flight.values()
+                   if not task.action.startswith(TERMINAL_PREFIX))
+
+    async def _pump(self) -> None:
+        owner = None if self.device.mode == device_store.SANDBOXD else self.device.user_id
+        try:
+            while True:
+                self._pump_again = False
+                while not self.gone:
+                    only = None if self._busy() < self.max_parallel else TERMINAL_ACTIONS
+                    task = await self.hub.db.transaction(
+                        task_store.claim_next, self.device_id, owner, self.link_id,
+                        self.hub.now(), only)
+                    if task is None:
+                        break
+                    self.in_flight[task.id] = task
+                    if not self.send({"type": "task", "task": dispatch_view(task)}):
+                        self.in_flight.pop(task.id, None)
+                        await self.hub.db.transaction(task_store.unclaim, task.id,
+                                                      self.link_id, self.hub.now())
+                        break
+                if not self._pump_again or self.gone:
+                    break
+        finally:
+            self._pumping = False
+
+    def cancel_task(self, task_id: str, reason: str) -> None:
+        if self.in_flight.pop(task_id, None) is not None:
+            self._output_sent.pop(task_id, None)
+            self.send({"type": "task_cancel", "task_id": task_id, "reason": reason})
+            self.pump()
+
+
+HANDLERS = {
+    "hello": DeviceLink.on_hello,
+    "heartbeat": DeviceLink.on_heartbeat,
+    "task_output": DeviceLink.on_task_output,
+    "task_result": DeviceLink.on_task_result,
+}
+
+
+class DeviceLinkFactory(WebSocketServerFactory):
+    """Builds a ``DeviceLink`` for the device admitted by the handshake that is upgrading."""
+
+    def __init__(self, hub: LinkHub, tasks: ConnectorTasks) -> None:
+        super().__init__()
+        self.hub = hub
+        self.tasks = tasks
+        #: set by the endpoint for the duration of one synchronous upgrade
+        self.admitted: DeviceRow | None = None
+        self.setProtocolOptions(
+            maxFramePayloadSize=MAX_FRAME, maxMessagePayloadSize=MAX_FRAME,
+            autoPingInterval=PING_SECONDS, autoPingTimeout=PING_SECONDS,
+            openHandshakeTimeout=HELLO_SECONDS, closeHandshakeTimeout=5, failByDrop=False,
+        )
+
+    def buildProtocol(self, addr: Any) -> DeviceLink | None:
+        if self.admitted is None:
+            return None
+        link = DeviceLink(self.hub, self.tasks, self.admitted)
+        link.factory = self
+        return link
