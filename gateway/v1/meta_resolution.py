@@ -21,6 +21,7 @@ from gateway.auth import Caller
 from gateway.billing.money import from_nanos
 from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.context import GatewayContext
+from gateway.errors import GatewayError
 from gateway.metamodels.compiled import MetaModel
 from gateway.metamodels.evaluate import EvaluationError, resolve
 from gateway.metamodels.program import Call
@@ -28,7 +29,7 @@ from gateway.metamodels.variables import request_variables
 from gateway.metering import Priced
 from gateway.protocols.request import ClientRequest
 from gateway.store.meta_models import account_numbers
-from gateway.v1.call import GatewayCall, reserve_or_refuse
+from gateway.v1.call import ClientLeftError, GatewayCall, reserve_or_refuse
 from gateway.v1.meta_billing import meta_priced
 from gateway.v1.meta_fanout import FanOut, ProgramRun
 from gateway.v1.meta_reserve import MetaReserve
@@ -96,7 +97,12 @@ async def route_meta(call: TextCall, caller: Caller, meta: MetaModel,
         return MetaRoute(meta, step.model, reserve, client_request)
     call.reservation = await reserve_or_refuse(ctx, call.log.request_id, caller, reserve)
     run = ProgramRun(call, caller, meta, client_request, variables, draw)
-    result = await run.run(step)
+    try:
+        result = await run.run(step)
+    except GatewayError:
+        if call.client_gone:  # its hang-up cancelled the sub-calls: the client left
+            raise ClientLeftError() from None
+        raise
     return MetaRoute(meta, result.model, reserve, result.request, run.fan_out, result.deliver)
 
 

@@ -1,10 +1,13 @@
 """The upstream calls a meta model's ``parallel`` or ``judge`` makes (console contract §6.3.1).
 
 Each sub-call is an ordinary metered call of one model: the caller's candidates for it,
-failover before anything was read, the user channel's rate limit, the SSRF check, channel
-health -- and its own usage-log row ``<client request id>.<n>`` (n in start order) carrying
-the called model.  In ``actual`` billing mode that row carries the call's cost; in ``meta``
-mode it costs 0 and keeps the token counts (the client's own row carries the meta price).
+failover before anything was read, the user channel's rate limit, and the upstream step every
+route family uses (``guard_url``, ``open_upstream``, ``upstream_refusal`` of
+``gateway.v1.call``: SSRF check, request, channel health, refusal mapping) -- and its own
+usage-log row ``<client request id>.<n>`` (n in start order) carrying the called model, made
+from the sub-call's ``Outcome`` by ``settlement_record``.  In ``actual`` billing mode that row
+carries the call's cost; in ``meta`` mode it costs 0 and keeps the token counts (the client's
+own row carries the meta price).
 The client's reservation already holds the worst case of every call the program can make, so
 a sub-call reserves nothing of its own.
 

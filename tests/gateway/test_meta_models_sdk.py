@@ -473,6 +473,31 @@ class FanOutTests(MetaModelCase):
         assert own["cost_nanos"] == 0 and own["model_name"] == "auto"
         await self.verify_ledger()
 
+    async def test_a_client_hang_up_closes_every_pending_sub_call(self) -> None:
+        await self.setup_fan_out('parallel { call "gpt-slow"; call "gpt-slow" }')
+        client = self.openai_client().with_options(timeout=0.5)
+        with self.assertRaises(openai.APITimeoutError):
+            await self.in_thread(client.chat.completions.create, model="auto",
+                                 messages=[{"role": "user", "content": "hi"}])
+        hung_up = reactor.seconds()
+        # both upstream sockets close at once (their answers were 8 s away)
+        while self.fake.streams_cancelled < 2:
+            assert reactor.seconds() - hung_up < 1
+            await deferLater(reactor, 0.02, lambda: None)
+        rows = await self.usage_rows()
+        while len(rows) < 3:
+            assert reactor.seconds() - hung_up < 2
+            await deferLater(reactor, 0.02, lambda: None)
+            rows = await self.usage_rows()
+        own = next(r for r in rows if "." not in r["request_id"])
+        subs = [r for r in rows if r is not own]
+        assert [(r["model_name"], r["status"], r["cost_nanos"]) for r in subs] == [
+            ("gpt-slow", 499, 0), ("gpt-slow", 499, 0)]
+        assert (own["model_name"], own["status"], own["cost_nanos"]) == ("auto", 499, 0)
+        assert own["error_message"] == "client disconnected"
+        assert await self.ledger_sum(self.user_id) == 0
+        await self.verify_ledger()
+
     async def test_hedged_stream_relays_the_first_started_answer(self) -> None:
         await self.setup_fan_out('parallel { call "gpt-slow"; call "gpt-two" }')
         client = anthropic.Anthropic(api_key=self.api_key, base_url=self.base, max_retries=0,
