@@ -343,7 +343,7 @@ async def open_upstream(ctx: GatewayContext, log: RequestLog, channel: Any, url:
     or a hedge's winner can cancel it: the socket closes at once) and None after; ``left``
     says whether such a cancel ended it.  Raises ``ClientLeftError`` then, else a
     ``GatewayError`` (SSRF refusal at connect time; no upstream answer, reported on the
-    channel, with the transport error as its ``__cause__``)."""
+    channel); either way the transport error is the ``__cause__`` (the attempt's metric)."""
     pending = ctx.upstream.request(b"POST", url, headers, body,
                                    first_byte_timeout=first_byte_timeout)
     hold(pending)
@@ -353,7 +353,7 @@ async def open_upstream(ctx: GatewayContext, log: RequestLog, channel: Any, url:
         raise errors.ssrf_blocked() from None
     except UpstreamError as exc:
         if left():
-            raise ClientLeftError() from None
+            raise ClientLeftError() from exc
         report_transport(ctx.health, log, channel, exc)
         raise errors.upstream_failed() from exc
     finally:
