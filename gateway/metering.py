@@ -91,6 +91,8 @@ class RequestLog:
     ip: str
     user_agent: str
     model_name: str = ""
+    #: the meta model the client named, when one resolved this call (console contract §6.3)
+    meta_model_name: str = ""
     is_stream: bool = False
     priced: Priced | None = None
     first_byte_at: float | None = None
@@ -112,7 +114,8 @@ class RequestLog:
         return SettlementRecord(
             request_id=self.request_id, user_id=self.user_id, api_key_id=self.api_key_id,
             cost=cost, usage=usage or Usage(), delivered=billed,
-            model_name=self.model_name, endpoint=self.endpoint, is_stream=self.is_stream,
+            model_name=self.model_name, meta_model_name=self.meta_model_name,
+            endpoint=self.endpoint, is_stream=self.is_stream,
             status=0 if status < 400 else status,
             error_message=error_message[:512],
             upstream_status=self.upstream_status, failure_reason=self.failure_reason[:512],

@@ -4,6 +4,8 @@ Read from the in-memory catalog snapshot (the same one the gateway routes with),
 admin just changed shows here at once.  ``prices[m]`` is, per dimension, the lowest effective
 price (config-adjusted base x the user's group multiplier x user-channel multiplier) over the
 visible user channels offering ``m`` -- computed by ``gateway.billing.pricing``, as billing is.
+Enabled meta models are listed with their own prices (``null`` ones in ``actual`` billing mode)
+and hide the models they are told to (contract §0).
 """
 
 from __future__ import annotations
@@ -13,8 +15,15 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import json_route, make_app
-from gateway.billing.pricing import OVERRIDABLE, QUOTA_VIDEO, active_group_ids, one_if_zero
+from gateway.billing.pricing import (
+    OVERRIDABLE,
+    QUOTA_TOKENS,
+    QUOTA_VIDEO,
+    active_group_ids,
+    one_if_zero,
+)
 from gateway.catalog import wire
+from gateway.catalog.meta_listing import listed_meta_models, meta_price_strings
 from gateway.catalog.offers import lowest, offers
 from gateway.catalog.snapshot import CatalogSnapshot, UserChannel
 from gateway.store import users as user_store
@@ -46,6 +55,8 @@ def user_catalog(snapshot: CatalogSnapshot, user_id: int, group_ids: list[int],
     prices: dict[str, Any] = {}
     quota_type: dict[str, int] = {}
     video: dict[str, Any] = {}
+    for name in snapshot.hidden_models & by_model.keys():
+        del by_model[name]  # a meta model hides it (contract §0); still callable
     for name, offer_list in by_model.items():
         model = offer_list[0].model
         effective = [c.prices_for(rates, mode) for o in offer_list for c in o.candidates]
@@ -56,9 +67,13 @@ def user_catalog(snapshot: CatalogSnapshot, user_id: int, group_ids: list[int],
             video[name] = wire.video_config(model.video_billing_config, multiplier)
         for offer in offer_list:
             per_channel[offer.user_channel.id].append(model)
+    metas = listed_meta_models(snapshot)
+    for meta in metas:
+        prices[meta.model_name] = meta_price_strings(meta, OVERRIDABLE)
+        quota_type[meta.model_name] = QUOTA_TOKENS
     return {
         "channels": [_channel_item(uc, per_channel[uc.id]) for uc in visible],
-        "models": list(by_model),
+        "models": sorted([*by_model, *(meta.model_name for meta in metas)]),
         "prices": prices,
         "quota_type": quota_type,
         "video_billing_configs": video,

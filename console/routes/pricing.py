@@ -5,7 +5,8 @@ keyed by model name; unprefixed families are effective prices (x user-channel mu
 lowest across user channels, tiers following the winning channel), ``base_*`` the global model
 prices.  Exposure convention: token-priced models (quota type 0) show every price and tier
 halved (the legacy ratio scale, 1 = 2 currency units per 1M tokens); other quota types as
-stored.
+stored.  Enabled meta models appear at the top level (contract §0; ``null`` prices in
+``actual`` billing mode); the models they hide do not.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from console.validation import optional_id
 from gateway.billing.money import NANO
 from gateway.billing.pricing import PRICE_NAMES, QUOTA_TOKENS, multiply
 from gateway.catalog import wire
+from gateway.catalog.meta_listing import listed_meta_models, meta_price_values
 from gateway.catalog.offers import Offer, cheapest, model_tiers, offers
 from gateway.catalog.snapshot import CatalogSnapshot, Model, UserChannel
+from gateway.metamodels.compiled import MetaModel
 
 HALF = Decimal("0.5")
 ONE = Decimal(1)
@@ -68,6 +71,25 @@ class _Maps:
             self.put("completion_ratio", name,
                      wire.money(_ratio(shown["output_price"], shown["input_price"])))
 
+    def add_meta(self, meta: MetaModel) -> None:
+        """A meta model (contract §0): its own prices, exposed like any token-priced model's,
+        in ``meta`` billing mode; ``null`` prices in ``actual`` mode; no tiers."""
+        name = meta.model_name
+        values = meta_price_values(meta, PRICE_NAMES, HALF)
+        shown = {n: None if v is None else wire.money(v) for n, v in values.items()}
+        for n in PRICE_NAMES:
+            self.put(n, name, shown[n])
+            self.put(f"{n}_tiers", name, [])
+        self.put("cache_read_input_price", name, shown["cached_input_price"])
+        self.put("cache_read_input_price_tiers", name, [])
+        self.put("quota_type", name, QUOTA_TOKENS)
+        self.put("video_billing_config", name, wire.video_config(None))
+        if not self.prefix:
+            self.put("model_ratio", name, shown["input_price"])
+            input_, output = values["input_price"], values["output_price"]
+            self.put("completion_ratio", name, None if input_ is None or output is None
+                     else wire.money(_ratio(output, input_)))
+
     def empty(self) -> dict[str, dict[str, Any]]:
         families = [*PRICE_NAMES, *(f"{n}_tiers" for n in PRICE_NAMES),
                     "cache_read_input_price", "cache_read_input_price_tiers", "quota_type",
@@ -91,7 +113,9 @@ def pricing_data(snapshot: CatalogSnapshot, user_channel_id: int | None) -> dict
     by_model = offers(snapshot, None if user_channel_id is None else [user_channel_id])
     effective, base = _Maps(), _Maps("base_")
     per_channel: dict[int, list[Offer]] = {}
-    for offer_list in by_model.values():
+    for name, offer_list in by_model.items():
+        if name in snapshot.hidden_models:
+            continue  # a meta model hides it (contract §0); still callable
         model = offer_list[0].model
         winners = {n: cheapest(offer_list, n) for n in PRICE_NAMES}
         effective.add_model(
@@ -101,6 +125,10 @@ def pricing_data(snapshot: CatalogSnapshot, user_channel_id: int | None) -> dict
         base.add_model(model, dict(model.prices), dict.fromkeys(PRICE_NAMES, ONE), ONE)
         for offer in offer_list:
             per_channel.setdefault(offer.user_channel.id, []).append(offer)
+    if user_channel_id is None:  # meta models belong to no user channel
+        for meta in listed_meta_models(snapshot):
+            effective.add_meta(meta)
+            base.add_meta(meta)
     channels = sorted((snapshot.user_channels[uc_id] for uc_id in per_channel),
                       key=lambda uc: uc.name)
     return {

@@ -2,8 +2,8 @@
 
 One item per global model reachable through an enabled config on an enabled upstream channel of
 an enabled user channel, sorted by name; each lists the user channels offering it with their
-base and effective (x user-channel multiplier, no group multiplier) prices.  Meta models are not
-listed yet.
+base and effective (x user-channel multiplier, no group multiplier) prices.  Enabled meta models
+are listed among them (``gateway.catalog.meta_listing``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import json_route, make_app
-from gateway.billing.pricing import PRICE_NAMES
+from gateway.billing.pricing import PRICE_NAMES, QUOTA_TOKENS
 from gateway.catalog import wire
+from gateway.catalog.meta_listing import listed_meta_models, meta_price_strings
 from gateway.catalog.offers import Offer, model_tiers, offers
 from gateway.catalog.snapshot import CatalogSnapshot, Model
+from gateway.metamodels.compiled import MetaModel
 
 
 def _channel_item(offer: Offer) -> dict[str, Any]:
@@ -56,9 +58,34 @@ def _model_item(model: Model, offer_list: list[Offer]) -> dict[str, Any]:
     return item
 
 
+def _meta_item(meta: MetaModel) -> dict[str, Any]:
+    """A meta model listed like a model (contract §0): its own prices in ``meta`` billing
+    mode, ``null`` ones in ``actual`` mode; no user channels of its own."""
+    item: dict[str, Any] = {
+        "model_name": meta.model_name,
+        "display_name": meta.name,
+        "description": meta.description,
+        "provider": meta.provider,
+        "provider_name": meta.provider_name,
+        "provider_icon_url": meta.provider_icon_url,
+        "is_meta_model": True,
+        "billing_mode": meta.billing_mode,
+        "quota_type": QUOTA_TOKENS,
+        "context": None,
+    }
+    item.update(meta_price_strings(meta, PRICE_NAMES))
+    item.update({f"{n}_tiers": [] for n in PRICE_NAMES})
+    item["video_billing_config"] = wire.video_config(None)
+    item["user_channels"] = []
+    return item
+
+
 def public_models(snapshot: CatalogSnapshot) -> list[dict[str, Any]]:
-    return [_model_item(offer_list[0].model, offer_list)
-            for offer_list in offers(snapshot).values()]
+    items = [_model_item(offer_list[0].model, offer_list)
+             for name, offer_list in offers(snapshot).items()
+             if name not in snapshot.hidden_models]
+    items += [_meta_item(meta) for meta in listed_meta_models(snapshot)]
+    return sorted(items, key=lambda item: str(item["model_name"]))
 
 
 class PublicModelsRoutes:

@@ -146,6 +146,7 @@ def log_view(row: dict[str, Any], *, admin: bool = False) -> dict[str, Any]:
         "channel_id": row["channel_id"],
         "model_config_id": row["model_config_id"],
         "model_name": row["model_name"],
+        "meta_model_name": row.get("meta_model_name") or "",
         "endpoint": row["endpoint"],
         "is_stream": bool(row["is_stream"]),
     }

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.billing.pricing import EffectivePrices, GroupRate, effective_prices
+from gateway.metamodels.compiled import MetaModel
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ class CatalogSnapshot:
 
     def __init__(self, *, groups: Iterable[Group] = (), user_channels: Iterable[UserChannel] = (),
                  channels: Iterable[Channel] = (), models: Iterable[Model] = (),
-                 configs: Iterable[ModelConfig] = ()) -> None:
+                 configs: Iterable[ModelConfig] = (),
+                 meta_models: Iterable[MetaModel] = ()) -> None:
         self.groups: Mapping[int, Group] = MappingProxyType({g.id: g for g in groups})
         self.user_channels: Mapping[int, UserChannel] = MappingProxyType(
             {uc.id: uc for uc in user_channels})
@@ -142,6 +144,15 @@ class CatalogSnapshot:
                 by_name.setdefault(candidate.model.model_name, []).append(candidate)
         self._candidates: Mapping[str, tuple[Candidate, ...]] = MappingProxyType(
             {name: tuple(sorted(found, key=_sort_key)) for name, found in by_name.items()})
+        #: enabled meta models by public name (a disabled one is an unknown model)
+        self.meta_models: Mapping[str, MetaModel] = MappingProxyType(
+            {m.model_name: m for m in meta_models})
+        exposed = {name for m in self.meta_models.values() if m.expose_referenced_models
+                   for name in m.referenced}
+        #: models left out of listings: referenced only by meta models that hide them
+        self.hidden_models: frozenset[str] = frozenset(
+            name for m in self.meta_models.values() if not m.expose_referenced_models
+            for name in m.referenced if name not in exposed)
 
     def _candidate(self, config: ModelConfig) -> Candidate | None:
         model = self.models.get(config.model_id)

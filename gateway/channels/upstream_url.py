@@ -52,6 +52,8 @@ _DROP = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"content-length", b"set-cookie",
     b"openai-organization", b"openai-project", b"server", b"date",
+    # ours names the client's call (console contract §6.3.1), never the upstream's
+    b"x-request-id",
 })
 
 

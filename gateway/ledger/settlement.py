@@ -62,6 +62,8 @@ class SettlementRecord:
     #: True once the client has (part of) the answer: charge what is left, never refuse
     delivered: bool = True
     model_name: str = ""
+    #: the meta model the client named (empty when it named a model)
+    meta_model_name: str = ""
     endpoint: str = ""
     is_stream: bool = False
     status: int = 200
@@ -92,7 +94,8 @@ class SettlementRecord:
             "api_key_id": self.api_key_id, "cost_nanos": self.cost_nanos,
             "delivered": self.delivered, "user_channel_id": self.user_channel_id,
             "channel_id": self.channel_id, "model_config_id": self.model_config_id,
-            "model_name": self.model_name, "endpoint": self.endpoint,
+            "model_name": self.model_name, "meta_model_name": self.meta_model_name,
+            "endpoint": self.endpoint,
             "is_stream": self.is_stream,
             "input_tokens": u.input, "output_tokens": u.output,
             "cached_input_tokens": u.cache_read, "cache_write_input_tokens": u.cache_write_5m,

@@ -44,22 +44,22 @@ def _executable(program: Program) -> Iterator[str]:
                 yield f"parallel accepts at most {MAX_PARALLEL_CALLS} calls"
 
 
-def _conditions(action: Action, in_judge: bool = False) -> Iterator[tuple[Condition, bool]]:
+def conditions(action: Action, in_judge: bool = False) -> Iterator[tuple[Condition, bool]]:
     if isinstance(action, Judge):
-        yield from _conditions(action.route, True)
+        yield from conditions(action.route, True)
     elif isinstance(action, Route):
         for branch in action.branches:
             if branch.condition is not None:
                 yield branch.condition, in_judge
             # a judge's route actions are resolved after the judge answered
-            yield from _conditions(branch.action, in_judge)
+            yield from conditions(branch.action, in_judge)
     elif isinstance(action, Switch):
         for switch_branch in action.branches:
-            yield from _conditions(switch_branch.action, in_judge)
+            yield from conditions(switch_branch.action, in_judge)
 
 
 def _variables(program: Program) -> Iterator[str]:
-    for condition, in_judge in _conditions(program.root):
+    for condition, in_judge in conditions(program.root):
         name = condition.left
         kind = STRING if (name == JUDGE_ANSWER and in_judge) else KINDS.get(name)
         if kind is None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
+from twisted.logger import Logger
 
 from gateway.billing.money import from_nanos
 from gateway.billing.pricing import OVERRIDABLE, PRICE_NAMES, normalize_quota_type
@@ -26,7 +27,10 @@ from gateway.catalog.snapshot import (
     ModelConfig,
     UserChannel,
 )
+from gateway.metamodels.compiled import MetaModel, compile_meta
 from gateway.store import schema
+
+log = Logger()
 
 
 def _multipliers(rows: Any, owner: str) -> dict[int, dict[int, Decimal]]:
@@ -102,4 +106,18 @@ def load_catalog(conn: Connection) -> CatalogSnapshot:
         for r in conn.execute(select(s.channel_models)).mappings()
     ]
     return CatalogSnapshot(groups=groups, user_channels=user_channels, channels=channels,
-                           models=models, configs=configs)
+                           models=models, configs=configs, meta_models=_meta_models(conn))
+
+
+def _meta_models(conn: Connection) -> list[MetaModel]:
+    """The enabled meta models, their programs parsed (one whose source no longer parses is
+    left out and logged: the admin routes never store one, so that is a hand-edited row)."""
+    found: list[MetaModel] = []
+    t = schema.meta_models
+    for row in conn.execute(select(t).where(t.c.enabled.is_(True))).mappings():
+        try:
+            found.append(compile_meta(dict(row)))
+        except ValueError as exc:
+            log.error("meta model {name!r} left out: {reason}", name=row["model_name"],
+                      reason=str(exc))
+    return found

@@ -101,3 +101,15 @@ def delete_meta_model(conn: Connection, meta_id: int) -> None:
 def validate_program(conn: Connection, check: Check, referenced: Iterable[str]) -> None:
     """The reference checks alone (``POST /api/meta-models/validate``): writes nothing."""
     _check_program(conn, check, referenced)
+
+
+def account_numbers(conn: Connection, user_id: int,
+                    key_id: int | None) -> tuple[int, int | None]:
+    """``(balance_nanos, key spent_nanos or None)``: what a program reading ``user.balance``
+    or ``api_key.quota_remaining`` needs (read only for such programs)."""
+    balance = conn.execute(select(schema.users.c.balance_nanos)
+                           .where(schema.users.c.id == user_id)).scalar_one_or_none()
+    spent = None if key_id is None else conn.execute(
+        select(schema.api_keys.c.spent_nanos).where(schema.api_keys.c.id == key_id)
+    ).scalar_one_or_none()
+    return int(balance or 0), None if spent is None else int(spent)

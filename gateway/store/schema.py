@@ -313,6 +313,8 @@ usage_logs = Table(
     # what the upstream answered and why the channel failed (admin's view only, issue 14)
     Column("upstream_status", Integer, nullable=True),
     Column("failure_reason", Text, nullable=False, server_default=""),
+    # the meta model the client named when a program chose the model (issue 17)
+    Column("meta_model_name", String(100), nullable=False, server_default=""),
     Column("ip", String(64), nullable=False, server_default=""),
     Column("user_agent", Text, nullable=False, server_default=""),
     Column("created_at", UTCDateTime, nullable=False),

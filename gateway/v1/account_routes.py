@@ -14,6 +14,7 @@ import orjson
 from gateway import errors
 from gateway.auth import Caller, authenticate
 from gateway.billing.money import format_decimal, from_nanos
+from gateway.catalog.meta_listing import shown
 from gateway.context import GatewayContext
 from gateway.limits import global_identity
 from gateway.store.balances import key_quota, wallet_totals
@@ -40,8 +41,9 @@ async def models(ctx: GatewayContext, request: Any) -> bytes:
     caller = await _caller(ctx, request)
     snapshot = ctx.catalog.snapshot
     key_channels = caller.key.allowed_user_channels if caller.key else ()
-    names = snapshot.models_for(caller.user.id, caller.user.active_group_ids(ctx.now()),
-                                key_channels)
+    names = shown(snapshot, snapshot.models_for(
+        caller.user.id, caller.user.active_group_ids(ctx.now()), key_channels))
+    names += list(snapshot.meta_models)
     if caller.key is not None:
         names = [name for name in names if caller.key.allows_model(name)]
     return orjson.dumps({"object": "list", "data": [

@@ -13,7 +13,7 @@ import contextlib
 import random
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from gateway.channels.relay import StreamWriter
 from gateway.channels.upstream_failure import report_status, report_transport
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
+from gateway.ledger.settlement import SettlementRecord
 from gateway.ledger.wallet import PaymentRequired, Reservation, WalletUnavailable
 from gateway.limits import UserChannelLimit, Verdict, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
@@ -90,6 +91,9 @@ class GatewayCall(ABC):
         self.reservation: Reservation | None = None
         self.writer: StreamWriter | None = None
         self.extra_headers: dict[str, str] = {}
+        #: turns the final record into the client's row (a meta model's fan-out, which
+        #: queues its final call's own row first)
+        self.split_record: Callable[[SettlementRecord], SettlementRecord] | None = None
         self.client_gone = False
         #: set when a stopping process ends this call at the end of its grace period
         self.cut_by_shutdown = False
@@ -109,6 +113,7 @@ class GatewayCall(ABC):
         #: shows it, at no cost
         self.planned_usage: Usage | None = None
         request.notifyFinish().addErrback(self._disconnected)
+        request.setHeader(b"x-request-id", self.log.request_id.encode())
 
     def _disconnected(self, _reason: Failure) -> None:
         self.client_gone = True
@@ -208,11 +213,14 @@ class GatewayCall(ABC):
         return [price(inputs.by_config[a.config_id], snapshot, group_ids, mode) for a in plan]
 
     async def _admit(self, caller: Caller, attempts: list[Priced], input_tokens: int,
-                     max_output: int | None) -> None:
-        """Reserve the worst case (402), then the primary user channel's limit (429)."""
+                     max_output: int | None, at_least: int | None = None) -> None:
+        """Reserve the worst case (402), then the primary user channel's limit (429).
+        ``at_least``: a larger worst case the caller knows of (a meta model's program)."""
         ctx = self.ctx
-        amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
-        self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
+        if self.reservation is None:  # a meta model's fan-out reserved before its sub-calls
+            amount = reserve_for(attempts, input_tokens, max_output, ctx.default_output_reserve)
+            amount = max(amount, at_least or 0)
+            self.reservation = await reserve_or_refuse(ctx, self.log.request_id, caller, amount)
         await self._check_user_channel(caller, attempts[0].candidate.user_channel)
 
     async def _check_user_channel(self, caller: Caller, primary: UserChannel) -> None:
@@ -244,42 +252,29 @@ class GatewayCall(ABC):
     async def _open_upstream(self, channel: Any, url: str, headers: dict[bytes, list[bytes]],
                              body: bytes, first_byte_timeout: float) -> UpstreamResponse:
         """One upstream attempt up to the response's head: the SSRF check, the attempt's
-        count and span, the request, and what a missing answer means.  Raises
-        ``ClientLeftError`` when the client's hang-up cancelled it, else a ``GatewayError``
-        (SSRF refusal, no upstream answer: reported on the channel); the caller decides
-        whether to fail over."""
+        count and span, then ``open_upstream``.  Raises ``ClientLeftError`` when the
+        client's hang-up cancelled it, else a ``GatewayError`` (SSRF refusal, no upstream
+        answer: reported on the channel); the caller decides whether to fail over."""
         guard_url(self.ctx, url)
         self._attempt_began(channel.id)
-        self._pending = self.ctx.upstream.request(b"POST", url, self._traced(headers), body,
-                                                  first_byte_timeout=first_byte_timeout)
         try:
-            response = await self._pending
-        except UpstreamBlocked:
-            raise errors.ssrf_blocked() from None
-        except UpstreamError as exc:
-            self._attempt_error = exc
-            if self.client_gone:
-                raise ClientLeftError() from None
-            report_transport(self.ctx.health, self.log, channel, exc)
-            raise errors.upstream_failed() from None
-        finally:
-            self._pending = None
+            response = await open_upstream(
+                self.ctx, self.log, channel, url, self._traced(headers), body,
+                first_byte_timeout, hold=self._hold_pending, left=lambda: self.client_gone)
+        except GatewayError as failed:
+            if isinstance(failed.__cause__, UpstreamError):
+                self._attempt_error = failed.__cause__
+            raise
         self._response = response
         return response
 
+    def _hold_pending(self, pending: Deferred[UpstreamResponse] | None) -> None:
+        self._pending = pending
+
     async def _refusal(self, channel: Any, response: UpstreamResponse,
                        body: bytes | None = None) -> Refused:
-        """What an upstream error status becomes, after reporting it on the channel
-        (``body``: the answer when the caller already read it): the client's error, and
-        whether another channel may serve (``routing.retryable``)."""
-        if body is None:
-            body = b""
-            with contextlib.suppress(UpstreamError, BodyTooLarge):
-                body = await response.read_all(1 << 20, idle_timeout=30)
-        report_status(self.ctx.health, self.log, channel, response.code, body)
-        error = errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
-        return Refused(error, retryable=routing.retryable(
-            routing.Outcome(routing.STATUS, status=response.code)))
+        """``upstream_refusal`` for this call."""
+        return await upstream_refusal(self.ctx, self.log, channel, response, body)
 
     def _traced(self, headers: dict[bytes, list[bytes]]) -> dict[bytes, list[bytes]]:
         """``headers`` for the upstream plus the W3C trace context: the attempt's span when
@@ -329,8 +324,55 @@ class GatewayCall(ABC):
             return  # never authenticated: nothing to bill, nothing to log against a user
         if outcome.status == 429 and self.reservation is None:
             return  # a refused flood must not turn into a flood of log rows
-        ctx.settler.settle_and_forget(self.reservation, settlement_record(
-            self.log, outcome, ctx.clock.seconds(), ctx.now()))
+        record = settlement_record(self.log, outcome, ctx.clock.seconds(), ctx.now())
+        if self.split_record is not None:
+            record = self.split_record(record)
+        ctx.settler.settle_and_forget(self.reservation, record)
+
+
+# --- the upstream step: one place for every route family and a meta model's sub-calls ----
+
+
+async def open_upstream(ctx: GatewayContext, log: RequestLog, channel: Any, url: str,
+                        headers: dict[bytes, list[bytes]], body: bytes,
+                        first_byte_timeout: float, *,
+                        hold: Callable[[Deferred[UpstreamResponse] | None], None],
+                        left: Callable[[], bool]) -> UpstreamResponse:
+    """The upstream request up to the response's head (the URL already passed
+    ``guard_url``).  ``hold`` is given the pending request while it waits (so that a hang-up
+    or a hedge's winner can cancel it: the socket closes at once) and None after; ``left``
+    says whether such a cancel ended it.  Raises ``ClientLeftError`` then, else a
+    ``GatewayError`` (SSRF refusal at connect time; no upstream answer, reported on the
+    channel); either way the transport error is the ``__cause__`` (the attempt's metric)."""
+    pending = ctx.upstream.request(b"POST", url, headers, body,
+                                   first_byte_timeout=first_byte_timeout)
+    hold(pending)
+    try:
+        return await pending
+    except UpstreamBlocked:
+        raise errors.ssrf_blocked() from None
+    except UpstreamError as exc:
+        if left():
+            raise ClientLeftError() from exc
+        report_transport(ctx.health, log, channel, exc)
+        raise errors.upstream_failed() from exc
+    finally:
+        hold(None)
+
+
+async def upstream_refusal(ctx: GatewayContext, log: RequestLog, channel: Any,
+                           response: UpstreamResponse, body: bytes | None = None) -> Refused:
+    """What an upstream error status becomes, after reporting it on the channel
+    (``body``: the answer when the caller already read it): the client's error, and
+    whether another channel may serve (``routing.retryable``)."""
+    if body is None:
+        body = b""
+        with contextlib.suppress(UpstreamError, BodyTooLarge):
+            body = await response.read_all(1 << 20, idle_timeout=30)
+    report_status(ctx.health, log, channel, response.code, body)
+    error = errors.from_upstream(response.code, upstream_header(response, b"retry-after"))
+    return Refused(error, retryable=routing.retryable(
+        routing.Outcome(routing.STATUS, status=response.code)))
 
 
 #: verdicts of ``check_url`` per (url, the three settings it reads): the same few channel URLs

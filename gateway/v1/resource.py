@@ -18,6 +18,7 @@ from gateway import errors
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.v1 import account_routes, media_route, native_routes, upload_route
+from gateway.v1.call import new_request_id
 from gateway.v1.media_route import MediaCall
 from gateway.v1.request_io import write_error, write_json_bytes
 from gateway.v1.text_route import TextCall
@@ -94,6 +95,9 @@ class GatewayResource(Resource):
         self.fallback = fallback
 
     def render(self, request: Any) -> Any:
+        # every /v1 answer names its call (console contract §6.3.1); a metered call replaces
+        # this with its own id, the one its usage-log row carries
+        request.setHeader(b"x-request-id", new_request_id().encode())
         path = request.path.rstrip(b"/") or b"/"
         handler = self.routes.get((request.method, path))
         if handler is None and self.fallback is not None:

@@ -37,6 +37,7 @@ from gateway.protocols.request import ClientRequest, parse_client_request
 from gateway.protocols.sse import PING
 from gateway.protocols.translate import Translator, make_translator
 from gateway.v1.call import ClientLeftError, GatewayCall
+from gateway.v1.meta_resolution import route_meta
 from gateway.v1.outcome import (
     RETRYABLE,
     ClientLeft,
@@ -75,9 +76,18 @@ class TextCall(GatewayCall):
         self.input_tokens = client_request.estimated_input_tokens
         model = normalize_model_name(client_request.model)
         self._check_model(caller, model)
-        attempts = await self._plan(caller, model)
+        meta = self.ctx.catalog.snapshot.meta_models.get(model)
+        routed = None if meta is None else await route_meta(self, caller, meta, client_request)
+        if routed is not None:
+            client_request = routed.apply(self)
+            if routed.deliver is not None:  # a hedged parallel's winner
+                return await routed.deliver()
+        attempts = await self._plan(caller, routed.model or model if routed else model)
+        if routed is not None:
+            attempts = routed.priced(attempts)
         await self._admit(caller, attempts, client_request.estimated_input_tokens,
-                          client_request.max_output_tokens)
+                          client_request.max_output_tokens,
+                          routed.reserve_nanos if routed else None)
         return await self._attempt_all(client_request, attempts)
 
     def _parse(self, body: bytes) -> ClientRequest:

@@ -4,7 +4,7 @@ signals/outbox, the team (role templates, recruitment plans, employees and their
 capability evidence), audit events and the control loop's lease.
 
 Revision ID: 0009
-Revises: 0005
+Revises: 0006
 """
 
 from typing import Any
@@ -15,7 +15,7 @@ from alembic import op
 import gateway.store.types
 
 revision = "0009"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
