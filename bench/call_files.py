@@ -80,7 +80,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the files, one a line")
     args = parser.parse_args()
 
-    from twisted.internet import reactor
+    from twisted.internet.task import react
+    from twisted.internet.threads import deferToThreadPool
 
     from tap.options import Options
     from tap.service import LockgateService
@@ -94,43 +95,37 @@ def main() -> None:
     options.parseOptions(["--listen", f"tcp:{gw_port}:interface=127.0.0.1",
                           "--database", f"sqlite:///{tmp / 'files.sqlite3'}",
                           "--secret-file", str(tmp / "secret"), "--access-log", "off"])
-    service = LockgateService(dict(options), reactor)
     recorder = FileRecorder()
-    result: dict[str, Any] = {}
 
-    def drive() -> None:
+    def drive(reactor: Any) -> None:
+        """The client side, on a thread: only the reactor thread is profiled."""
+        if not wait_http(up_port, "/v1/models", 15) or not wait_http(gw_port, "/healthz", 30):
+            raise SystemExit("upstream or gateway did not start")
+        key, _ = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}", {MODEL: "bench"})
+        streamed_call(gw_port, key)  # warm-up: lazy imports, first-use caches
+        started = threading.Event()
+        reactor.callFromThread(lambda: (sys.setprofile(recorder), started.set()))
+        started.wait(10)
+        streamed_call(gw_port, key)
+        stopped = threading.Event()
+        reactor.callFromThread(lambda: (sys.setprofile(None), stopped.set()))
+        stopped.wait(10)
+
+    async def measure(reactor: Any) -> None:
+        service = LockgateService(dict(options), reactor)
+        service.startService()
         try:
-            if not wait_http(up_port, "/v1/models", 15) or not wait_http(gw_port, "/healthz", 30):
-                raise SystemExit("upstream or gateway did not start")
-            key, _ = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}",
-                               {MODEL: "bench"})
-            streamed_call(gw_port, key)  # warm-up: lazy imports, first-use caches
-            started = threading.Event()
-            reactor.callFromThread(lambda: (sys.setprofile(recorder), started.set()))
-            started.wait(10)
-            streamed_call(gw_port, key)
-            stopped = threading.Event()
-            reactor.callFromThread(lambda: (sys.setprofile(None), stopped.set()))
-            stopped.wait(10)
-        except BaseException as exc:  # reported after the reactor stops
-            result["error"] = exc
+            await deferToThreadPool(reactor, reactor.getThreadPool(), drive, reactor)
         finally:
-            reactor.callFromThread(reactor.stop)
+            await service.stopService()
+            upstream.terminate()
+            upstream.wait(10)
+        files = recorder.project_files()
+        if args.list:
+            print("\n".join(files))
+        print(f"{len(files)} project source files crossed by one streamed /v1 chat call")
 
-    reactor.callWhenRunning(service.startService)
-    reactor.callWhenRunning(lambda: reactor.callInThread(drive))
-    reactor.addSystemEventTrigger("before", "shutdown", service.stopService)
-    try:
-        reactor.run()
-    finally:
-        upstream.terminate()
-        upstream.wait(10)
-    if "error" in result:
-        raise result["error"]
-    files = recorder.project_files()
-    if args.list:
-        print("\n".join(files))
-    print(f"{len(files)} project source files crossed by one streamed /v1 chat call")
+    react(measure)
 
 
 if __name__ == "__main__":

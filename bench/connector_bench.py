@@ -28,7 +28,6 @@ from autobahn.twisted.websocket import (
     WebSocketServerProtocol,
 )
 from treq.client import HTTPClient
-from twisted.internet import reactor
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.task import react
 from twisted.web.client import Agent, HTTPConnectionPool
@@ -72,7 +71,7 @@ def percentiles(samples: list[float]) -> str:
     return f"p50 {p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms (n={len(ordered)})"
 
 
-async def round_trips(workspace: str, count: int) -> list[float]:
+async def round_trips(reactor: Any, workspace: str, count: int) -> list[float]:
     factory = TimingFactory()
     root = Resource()
     node = root
@@ -114,12 +113,12 @@ async def command_starts(runner: TaskRunner, task: dict[str, Any], count: int) -
     return samples
 
 
-async def main(_reactor: Any, options: argparse.Namespace) -> None:
+async def main(reactor: Any, options: argparse.Namespace) -> None:
     workspace = tempfile.mkdtemp(prefix="lockgate-bench-")
     os.chmod(workspace, 0o755)  # noqa: S103 - the sandbox uid must reach its directory
     try:
         http = HTTPClient(Agent(reactor, pool=HTTPConnectionPool(reactor, persistent=False)))
-        trips = await round_trips(workspace, options.tasks)
+        trips = await round_trips(reactor, workspace, options.tasks)
         print(f"task round trip over WebSocket (file_sha256, 1 KB): {percentiles(trips)}")
         device = TaskRunner(reactor, ConnectorConfig(server_url="http://x", token="t",
                                                      default_dir=workspace), http)

@@ -227,22 +227,12 @@ def main() -> None:
     from twisted.internet import epollreactor
 
     epollreactor.install()
-    from twisted.internet import reactor
-    from twisted.internet.defer import ensureDeferred
+    from twisted.internet.task import react
 
-    results: dict[str, Any] = {}
+    async def measured(reactor: Any) -> None:
+        print(json.dumps(await server_main(reactor, options), indent=2))
 
-    def done(outcome: Any) -> None:
-        if isinstance(outcome, dict):
-            results.update(outcome)
-        else:
-            outcome.printTraceback()
-        reactor.stop()
-
-    reactor.callWhenRunning(
-        lambda: ensureDeferred(server_main(reactor, options)).addBoth(done))
-    reactor.run()
-    print(json.dumps(results, indent=2))
+    react(measured)
 
 
 if __name__ == "__main__":
