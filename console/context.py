@@ -65,6 +65,13 @@ class ConsoleContext:
     def settings(self) -> Settings:
         return self.live_settings.settings
 
+    @property
+    def agent_links(self) -> AgentLinks:
+        """The links, for the routes that only exist when the composition root built them."""
+        if self.links is None:
+            raise RuntimeError("agent links are not wired into this console context")
+        return self.links
+
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)
 

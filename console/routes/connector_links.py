@@ -17,7 +17,6 @@ from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from gateway.links.device_auth import DeviceAuthError, authenticate
 from gateway.links.long_poll import PollRefused
-from gateway.links.node import AgentLinks
 from gateway.store.devices import DeviceRow
 
 #: a result may carry up to 200000 characters of each of several text fields
@@ -32,11 +31,6 @@ class ConnectorLinkRoutes:
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
 
-    @property
-    def links(self) -> AgentLinks:
-        assert self.ctx.links is not None
-        return self.ctx.links
-
     async def _device(self, request: Any) -> DeviceRow:
         try:
             return await authenticate(self.ctx.db, request)
@@ -46,7 +40,7 @@ class ConnectorLinkRoutes:
     @app.route("/ws", methods=["GET"])
     def ws(self, request: Any) -> Resource:
         """The device's WebSocket link (token in a header, as a bearer or ?token=)."""
-        return self.links.endpoint
+        return self.ctx.agent_links.endpoint
 
     @app.route("/register", methods=["POST"])
     @json_route
@@ -54,11 +48,11 @@ class ConnectorLinkRoutes:
         """Register a device (long-poll transport): it is online now."""
         device = await self._device(request)
         try:
-            updated = await self.links.polling.report(device, read_object(request,
+            updated = await self.ctx.agent_links.polling.report(device, read_object(request,
                                                                           optional=True))
         except PollRefused as exc:
             raise ApiError(exc.status, exc.message) from None
-        return self.links.polling.view(updated)
+        return self.ctx.agent_links.polling.view(updated)
 
     @app.route("/heartbeat", methods=["POST"])
     @json_route
@@ -66,7 +60,7 @@ class ConnectorLinkRoutes:
         """A device's heartbeat (long-poll transport)."""
         device = await self._device(request)
         try:
-            await self.links.polling.report(device, read_object(request, optional=True))
+            await self.ctx.agent_links.polling.report(device, read_object(request, optional=True))
         except PollRefused as exc:
             raise ApiError(exc.status, exc.message) from None
         return {"ok": True, "device_id": device.id}
@@ -77,7 +71,7 @@ class ConnectorLinkRoutes:
         """The device's next task, waiting up to 25 s (``{"task": null}`` when none came)."""
         device = await self._device(request)
         try:
-            return await self.links.polling.next_task(device)
+            return await self.ctx.agent_links.polling.next_task(device)
         except PollRefused as exc:
             raise ApiError(exc.status, exc.message) from None
         except CancelledError:
@@ -90,7 +84,7 @@ class ConnectorLinkRoutes:
         """A task's result from the device that runs it (ignored when it is not running)."""
         device = await self._device(request)
         try:
-            return await self.links.polling.result(
+            return await self.ctx.agent_links.polling.result(
                 device, task_id, read_object(request, limit=RESULT_LIMIT))
         except PollRefused as exc:
             raise ApiError(exc.status, exc.message) from None

@@ -14,7 +14,6 @@ from typing import Any
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
 from gateway.assistant.connector_decision import InvalidAdjustment, adjusted_payload
-from gateway.links.node import AgentLinks
 from gateway.links.tasks import TaskNotActive
 from gateway.links.views import task_view
 from gateway.store import connector_tasks as task_store
@@ -29,11 +28,6 @@ class ConnectorTaskRoutes:
 
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
-
-    @property
-    def links(self) -> AgentLinks:
-        assert self.ctx.links is not None
-        return self.ctx.links
 
     @app.route("/<task_id>", methods=["GET"])
     @json_route
@@ -65,7 +59,8 @@ class ConnectorTaskRoutes:
         except InvalidAdjustment as exc:
             raise bad_request(str(exc), field="input") from None
         try:
-            decided = await self.links.tasks.decide(task.id, approved, "user", payload=payload)
+            decided = await self.ctx.agent_links.tasks.decide(
+                task.id, approved, "user", payload=payload)
         except TaskNotActive as exc:
             raise _decided(exc.status) from None
         return {"ok": True, "status": decided.status}

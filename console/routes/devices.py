@@ -15,7 +15,6 @@ from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
 from gateway.links import ids
 from gateway.links.hub import CLOSE_REVOKED
-from gateway.links.node import AgentLinks
 from gateway.links.tasks import TaskNotActive
 from gateway.links.views import device_view, task_view
 from gateway.store import connector_tasks as task_store
@@ -77,11 +76,6 @@ class DeviceRoutes:
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
 
-    @property
-    def links(self) -> AgentLinks:
-        assert self.ctx.links is not None
-        return self.ctx.links
-
     async def _own(self, request: Any, device_id: str) -> tuple[dict[str, Any], DeviceRow]:
         user = await self.ctx.sessions.user(request)
         device = await self.ctx.db.transaction(device_store.get_for_user, user["id"], device_id)
@@ -124,7 +118,7 @@ class DeviceRoutes:
         token = ids.new_token()
         await self.ctx.db.transaction(device_store.set_token, device.id,
                                       ids.token_hash(token), self.ctx.now())
-        self.links.hub.close_device(device.id, CLOSE_REVOKED, "token revoked")
+        self.ctx.agent_links.hub.close_device(device.id, CLOSE_REVOKED, "token revoked")
         row = await self.ctx.db.transaction(device_store.get, device.id)
         assert row is not None
         return {"token": token, "device": device_view(row, self.ctx.now())}
@@ -148,7 +142,7 @@ class DeviceRoutes:
         device = await self.ctx.db.transaction(device_store.get_for_user, user["id"], device_id)
         if device is not None:
             await self.ctx.db.transaction(device_store.remove, device.id)
-            self.links.hub.close_device(device.id, CLOSE_REVOKED, "device deleted")
+            self.ctx.agent_links.hub.close_device(device.id, CLOSE_REVOKED, "device deleted")
         return {"message": "Device deleted"}
 
     @app.route("/<device_id>/tasks", methods=["GET"])
@@ -167,7 +161,7 @@ class DeviceRoutes:
         if task is None or task.device_id != device.id:
             raise ApiError(409, NOT_ACTIVE)
         try:
-            await self.links.tasks.cancel(task.id)
+            await self.ctx.agent_links.tasks.cancel(task.id)
         except TaskNotActive:
             raise ApiError(409, NOT_ACTIVE) from None
         return {"ok": True}

@@ -17,7 +17,6 @@ from console.services.sandboxes.host_view import PRICE_FIELDS, host_view
 from gateway.billing.money import AmountError, parse_decimal, to_nanos
 from gateway.links import ids
 from gateway.links.hub import CLOSE_REVOKED
-from gateway.links.node import AgentLinks
 from gateway.sandboxes.host_policy import PolicyError, policy_text
 from gateway.store import devices as device_store
 from gateway.store import sandbox_hosts as host_store
@@ -93,11 +92,6 @@ class SandboxHostRoutes:
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
 
-    @property
-    def links(self) -> AgentLinks:
-        assert self.ctx.links is not None
-        return self.ctx.links
-
     async def _admin(self, request: Any) -> dict[str, Any]:
         user = await self.ctx.sessions.user(request)
         if not user["is_admin"]:
@@ -157,9 +151,9 @@ class SandboxHostRoutes:
             await self.ctx.db.transaction(host_store.update_fields, host.id, changes,
                                           self.ctx.now())
         if changes.get("enabled") is False:
-            self.links.hub.close_device(device.id, CLOSE_REVOKED, "host disabled")
+            self.ctx.agent_links.hub.close_device(device.id, CLOSE_REVOKED, "host disabled")
         elif changes.get("enabled") is True and not host.enabled:
-            self.links.hub.wake(device.id)
+            self.ctx.agent_links.hub.wake(device.id)
         return await self._view(host.id)
 
     @app.route("/<host_id>/token", methods=["POST"])
@@ -172,6 +166,6 @@ class SandboxHostRoutes:
         token = ids.new_token()
         await self.ctx.db.transaction(device_store.set_token, found[1].id,
                                       ids.token_hash(token), self.ctx.now())
-        self.links.hub.close_device(found[1].id, CLOSE_REVOKED, "token revoked")
+        self.ctx.agent_links.hub.close_device(found[1].id, CLOSE_REVOKED, "token revoked")
         return {"host": await self._view(host_id), "token": token,
                 "command": start_command(request, self.ctx.settings.text("base_url"), token)}
