@@ -68,6 +68,26 @@ def executing_attempts(conn: Connection, company_id: int) -> list[AttemptRow]:
     return [row_of(AttemptRow, r) for r in rows]
 
 
+def attempt_of_run(conn: Connection, run_id: str) -> AttemptRow | None:
+    """The attempt a run was made for (None: not a studio run)."""
+    if not run_id:
+        return None
+    found = conn.execute(select(ATTEMPTS).where(ATTEMPTS.c.advanced_chat_run_id == run_id)
+                         .limit(1)).mappings().first()
+    return row_of(AttemptRow, found) if found is not None else None
+
+
+def decided_reviews(conn: Connection, company_id: int, since: datetime) -> list[AttemptRow]:
+    """Review attempts decided by the tool since ``since`` whose run's cost is not recorded
+    yet (their run may still be finishing its last round)."""
+    rows = conn.execute(select(ATTEMPTS).where(
+        ATTEMPTS.c.personal_company_id == company_id, ATTEMPTS.c.kind == "review",
+        ATTEMPTS.c.status.in_(("verified", "retryable_failure", "blocked")),
+        ATTEMPTS.c.cost_nanos == 0, ATTEMPTS.c.advanced_chat_run_id != "",
+        ATTEMPTS.c.finished_at >= since).order_by(ATTEMPTS.c.id)).mappings()
+    return [row_of(AttemptRow, r) for r in rows]
+
+
 def set_item(conn: Connection, item_id: int, from_status: str, now: datetime,
               **values: object) -> bool:
     return bool(conn.execute(update(ITEMS).where(ITEMS.c.id == item_id,
