@@ -12,7 +12,7 @@ desk (operations ``operating``) or a delegating lead (anything else).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -119,6 +119,8 @@ def resolve_team(conn: Connection, user_id: int, studio_id: str, caller_model: s
         raise invalid(AGENT_MISSING)
     if not chief.model:
         raise invalid(CHIEF_MODEL)
+    # a member without a model of its own works with its caller's: the chief's
+    members = [m if m.model else replace(m, model=chief.model) for m in members]
     team = StudioTeam(studio_id=studio.id, studio_name=studio.name, chief=chief,
                       members=members, internal=internal)
     if not internal:

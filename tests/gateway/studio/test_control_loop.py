@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from sqlalchemy import select, update
 from twisted.internet import reactor
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 
 from gateway.store import schema
 from gateway.store.assistant.refused import Refused
@@ -27,12 +27,15 @@ STUDIO = "ops"
 
 class StudioLoopCase(AssistantCase):
     async def studio(self, *, chief_agent: str = "default", balance_floor: int = 0,
-                     slots: int = 1) -> int:
-        """A studio (chief on the default agent, a reviewer, a checker) and its record."""
+                     slots: int = 1, workers: tuple[str, ...] = ()) -> int:
+        """A studio (chief on the default agent, ``workers``, a reviewer, a checker) and its
+        record."""
         await self.provision()
         now = self.ctx.now()
         members = [{"id": "chief", "name": "Chief", "type": "chief", "prompt": "Lead.",
                     "chat_agent_id": chief_agent, "default_model": "gpt-fake"},
+                   *({"id": w, "name": w.title(), "type": "worker", "prompt": "Work.",
+                      "chat_agent_id": "default"} for w in workers),
                    {"id": "rev", "name": "Rev", "type": "reviewer", "prompt": "Review.",
                     "chat_agent_id": "default"},
                    {"id": "chk", "name": "Chk", "type": "checker", "prompt": "Check.",
@@ -109,6 +112,20 @@ class StudioLoopCase(AssistantCase):
     async def audit_types(self, item_id: int | None = None) -> list[str]:
         where = {"work_item_id": item_id} if item_id is not None else {}
         return [r["event_type"] for r in await self.rows(schema.studio_audit_events, **where)]
+
+    async def until(self, check: Any, what: str) -> None:
+        """Wait (on the real reactor: runs and hooks are real) until ``await check()``."""
+        for _ in range(1500):  # ~30 s: the machine may be busy
+            if await check():
+                return
+            await deferLater(reactor, 0.02, lambda: None)
+        raise AssertionError(f"never happened: {what}")
+
+    async def until_status(self, item_id: int, status: str) -> None:
+        async def reached() -> bool:
+            return (await self.item(item_id))["status"] == status
+
+        await self.until(reached, f"work item {item_id} {status}")
 
     async def company_state(self) -> str:
         [found] = await self.rows(schema.studio_companies, id=self.company_id)
