@@ -181,7 +181,7 @@ class PauseTests(StudioLoopCase):
         assert resumed.json() == {"state": "operating"}
         self.upstream.script(text("done"))
         await self.tick()
-        first, second = await self.attempts(item_id)
+        _first, second = await self.attempts(item_id)
         assert (second["attempt_number"], second["kind"]) == (2, "execution")
         await self.until_status(item_id, "awaiting_review")
 
