@@ -27,9 +27,10 @@ STUDIO = "ops"
 
 class StudioLoopCase(AssistantCase):
     async def studio(self, *, chief_agent: str = "default", balance_floor: int = 0,
-                     slots: int = 1, workers: tuple[str, ...] = ()) -> int:
-        """A studio (chief on the default agent, ``workers``, a reviewer, a checker) and its
-        record."""
+                     slots: int = 1, workers: tuple[str, ...] = (),
+                     operations: bool = True) -> int:
+        """A studio (chief on the default agent, ``workers``, a reviewer, a checker) and, with
+        ``operations``, its record (else 0)."""
         await self.provision()
         now = self.ctx.now()
         members = [{"id": "chief", "name": "Chief", "type": "chief", "prompt": "Lead.",
@@ -45,6 +46,8 @@ class StudioLoopCase(AssistantCase):
             conn.execute(schema.studios.insert().values(
                 user_id=self.user_id, id=STUDIO, name="Ops", agents=members, created_at=now,
                 updated_at=now))
+            if not operations:
+                return 0
             studio = StudioRow(self.user_id, STUDIO, "Ops", "", members, now, now)
             record = companies.ensure_default(conn, self.user_id, studio, now)
             conn.execute(update(schema.studio_companies)
