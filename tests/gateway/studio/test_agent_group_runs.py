@@ -82,6 +82,16 @@ class DelegatedWorkFlowTests(StudioLoopCase):
         assert await self.audit_types(item_id) == [
             "work_attempt.leased", "work_attempt.completed", "work_attempt.leased",
             "review_attempt.verified", "work_item.delivered"]
+        timeline = await self.call(
+            "GET", f"/api/user/personal-company/work-items/{item_id}/timeline"
+            f"?studio_id={STUDIO}", token=self.user_token)
+        assert timeline.status == 200, timeline
+        assert [e["event_type"] for e in timeline.json()["events"]] == [
+            "work_attempt.leased", "work_attempt.completed", "work_attempt.leased",
+            "review_attempt.verified", "work_item.delivered"]
+        assert [(a["kind"], a["status"]) for a in timeline.json()["attempts"]] == [
+            ("execution", "awaiting_review"), ("review", "verified")]
+        assert timeline.json()["work_item"]["status"] == "delivered"
 
         # every model call (chief, worker, reviewer) is one usage-log row; the runs' costs,
         # the attempts' costs and the item's consumed cost are the same sums ([P-42])
@@ -173,6 +183,12 @@ class PauseTests(StudioLoopCase):
         assert (await self.item(item_id))["status"] == "queued"
         run = await self.wait_for_run(attempt["advanced_chat_run_id"])
         assert run["status"] == "cancelled"
+        [worker_call] = self.upstream.hanging
+
+        async def abandoned() -> bool:  # the member's model call in flight is closed too
+            return bool(getattr(worker_call, "_disconnected", False))
+
+        await self.until(abandoned, "the worker's model call closed")
         await self.tick()
         assert len(await self.attempts(item_id)) == 1  # paused: nothing starts
         resumed = await self.call(
