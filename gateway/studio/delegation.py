@@ -18,17 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
-from twisted.python.failure import Failure
+from twisted.internet.defer import CancelledError
 
 from gateway.assistant.ids import AGENT_TASK, random_id
-from gateway.assistant.prompt import ASSISTANT_INSTRUCTIONS
-from gateway.assistant.run_loop import EventSink, LoopCancelled, LoopFailed, LoopLimits, RunLoop
+from gateway.assistant.run_loop import LoopCancelled, LoopFailed
 from gateway.assistant.run_service import RunTools
 from gateway.assistant.studio_team import AGENT_MISSING, Member, StudioTeam
 from gateway.assistant.tool_set import (
-    APPROVAL_REQUIRED,
-    RUNNING,
     Tool,
     ToolFailed,
     ToolResult,
@@ -36,39 +32,20 @@ from gateway.assistant.tool_set import (
     object_schema,
     string_argument,
 )
+from gateway.studio.member_loop import (
+    MemberSink,
+    cancellable,
+    device_tools,
+    member_loop,
+    member_prompt,
+)
+from gateway.studio.split import Split
 
 NAME = "agent_delegate"
 FAILED = "Delegated agent failed: "
 NO_MODEL = "model is required for delegated agent"
-MEMBER_ROUNDS = 20
 #: members who may be delegated to; the chief coordinates and the checker only approves
 DELEGATES = ("worker", "critic", "reviewer")
-
-
-class _MemberSink:
-    """A member loop's events as ``agent_message`` transcript lines of the parent run (its
-    round markers stay out: the run's ``current_round`` is the chief's)."""
-
-    def __init__(self, parent: EventSink, who: dict[str, Any]) -> None:
-        self.parent, self.who = parent, who
-
-    async def line(self, role: str, content: str, tool: str = "", status: str = "") -> None:
-        await self.parent.emit("agent_message", {**self.who, "role": role, "content": content,
-                                                 "tool": tool, "status": status})
-
-    async def emit(self, event: str, payload: dict[str, Any]) -> None:
-        if event == "text":
-            await self.line("assistant", str(payload.get("delta") or ""))
-        elif event == "tool_call" and payload.get("status") not in (RUNNING, APPROVAL_REQUIRED):
-            await self.line("tool", str(payload.get("result") or ""),
-                            str(payload.get("name") or ""), str(payload.get("status") or ""))
-
-
-def member_prompt(team: StudioTeam, member: Member) -> str:
-    role = (f"You are {member.name}, a {member.type} member of the studio {team.studio_name}. "
-            f"{team.chief.name}, the chief, delegated a task to you. Do it with your tools and "
-            "report the result with its evidence.")
-    return "\n\n".join(part for part in (member.prompt, ASSISTANT_INSTRUCTIONS, role) if part)
 
 
 @dataclass
@@ -103,11 +80,11 @@ class Delegation:
             raise ToolFailed(f"{FAILED}{NO_MODEL}")
         return member
 
-    def _member_tools(self) -> ToolSet:
-        tools = ToolSet()
-        connector = self.hooked.connector
-        if connector is not None:
-            tools.extend(connector.tools(self.hooked.prepared.connector_switches))
+    def _member_tools(self, member: Member) -> ToolSet:
+        """What a member executes with: the run's device or sandbox tools (under the run's
+        approval rules and approver) and ``agent_split``."""
+        tools = device_tools(self.hooked)
+        tools.add(Split(self.hooked, self.team, member).tool())
         return tools
 
     async def run(self, arguments: dict[str, Any], call_id: str) -> ToolResult:
@@ -121,19 +98,13 @@ class Delegation:
                 **who, "group_name": self.team.studio_name,
                 "chat_agent_id": member.chat_agent_id, "goal": goal, "context": context}
         await sink.emit("agent_task", {**task, "status": "running"})
-        member_sink = _MemberSink(sink, who)
+        member_sink = MemberSink(sink, who)
         request = goal if not context else f"{goal}\n\nContext: {context}"
         await member_sink.line("user", request)
-        loop = RunLoop(
-            limits=LoopLimits(mode="agent_group", max_rounds=MEMBER_ROUNDS, retries=True,
-                              text_events=True),
-            call_model=self.hooked.call_model, tools=self._member_tools(), sink=member_sink,
-            clock=self.hooked.clock,
-            messages=[{"role": "system", "content": member_prompt(self.team, member)},
-                      {"role": "user", "content": request}],
-            model_options={"model": member.model})
+        loop = member_loop(self.hooked, member, member_prompt(self.team, member), request,
+                           self._member_tools(member), member_sink)
         try:
-            outcome = await _cancellable(loop)
+            outcome = await cancellable(loop)
         except (CancelledError, LoopCancelled):
             self.hooked.add_cost(loop.cost_nanos)
             raise
@@ -146,21 +117,3 @@ class Delegation:
         await sink.emit("agent_task", {**task, "status": "completed",
                                        "result": outcome.content, "mutation_count": 0})
         return ToolResult(f"[{member.name}] {outcome.content}")
-
-
-def _cancellable(loop: RunLoop) -> Deferred[Any]:
-    """The member loop's outcome; cancelling it (the chief's run stopped) cancels the loop,
-    which also abandons the member's model call in flight."""
-    guard: Deferred[Any] = Deferred(lambda _d: loop.cancel())
-
-    def relay(result: Any) -> None:
-        if guard.called:
-            return None  # the guard was cancelled first: the loop's own end is not news
-        if isinstance(result, Failure):
-            guard.errback(result)
-        else:
-            guard.callback(result)
-        return None
-
-    ensureDeferred(loop.run()).addBoth(relay)
-    return guard

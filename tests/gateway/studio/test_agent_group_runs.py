@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from gateway.store import schema
 from tests.console.test_assistant_completions import cost_nanos
 from tests.gateway.studio.test_control_loop import STUDIO, StudioLoopCase
@@ -239,3 +241,52 @@ class LeaseExpiryTests(StudioLoopCase):
         for attempt in attempts:
             run = await self.wait_for_run(attempt["advanced_chat_run_id"])
             assert run["status"] == "cancelled"
+
+
+class SplitTests(StudioLoopCase):
+    async def test_a_member_splits_work_into_parallel_helpers(self) -> None:
+        await self.studio(workers=("wrk",))
+        item_id = await self.work_item()
+        self.upstream.script(
+            delegate("wrk", "Do both parts"),
+            tool_call("agent_split", {"tasks": [{"id": "a", "goal": "part A"},
+                                                {"goal": "part B", "context": "B notes"}]},
+                      "s1"),
+            text("helper done"), text("helper done"),
+            text("Both parts done."), text("Delivered."))
+        await self.tick()
+        [attempt] = await self.attempts(item_id)
+        run = await self.wait_for_run(attempt["advanced_chat_run_id"])
+        assert run["status"] == "completed", run
+        member_tools = [t["function"]["name"] for t in self.upstream.requests[1]["tools"]]
+        assert "agent_split" in member_tools and "agent_delegate" not in member_tools
+        helpers = self.upstream.requests[2:4]
+        for helper in helpers:
+            assert "agent_split" not in [t["function"]["name"]
+                                         for t in helper.get("tools") or []]
+            assert "one of 2 parallel helpers of Wrk" in helper["messages"][0]["content"]
+        assert sorted(h["messages"][-1]["content"] for h in helpers) == [
+            "part A", "part B\n\nContext: B notes"]
+        split_result = self.upstream.requests[4]["messages"][-1]
+        assert split_result["tool_call_id"] == "s1"
+        assert orjson.loads(split_result["content"]) == [
+            {"id": "a", "status": "completed", "result": "helper done", "mutations": 0},
+            {"id": "task-2", "status": "completed", "result": "helper done", "mutations": 0}]
+        tasks = [e["payload"] for e in await self.events(run["id"])
+                 if e["event"] == "agent_task"]
+        assert sorted((t["kind"], t["status"]) for t in tasks) == [
+            ("cps", "completed"), ("cps", "running"), ("split", "completed"),
+            ("split", "completed"), ("split", "running"), ("split", "running")]
+        count, total = await self.usage_cost()
+        assert count == 6 and cost_nanos(run["cost"]) == total
+
+    async def test_a_split_without_tasks_is_invalid(self) -> None:
+        await self.studio(workers=("wrk",))
+        item_id = await self.work_item()
+        self.upstream.script(delegate("wrk", "go"), tool_call("agent_split", {"tasks": []}, "s1"),
+                             text("no split"), text("ok"))
+        await self.tick()
+        [attempt] = await self.attempts(item_id)
+        await self.wait_for_run(attempt["advanced_chat_run_id"])
+        assert self.upstream.requests[2]["messages"][-1]["content"] == (
+            "Invalid tool arguments: tasks must be a list of 1 to 8 objects with a goal")
