@@ -8,7 +8,7 @@ Every refusal is a ``Refused`` with the contract's message, raised before anythi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,13 @@ from gateway.assistant.sandbox_binding import (
     SandboxUnavailable,
     select_sandbox,
 )
-from gateway.assistant.studio_team import StudioTeam, checker_agent, resolve_team
+from gateway.assistant.studio_team import (
+    DELEGABLE,
+    Member,
+    StudioTeam,
+    checker_agent,
+    resolve_team,
+)
 from gateway.store import devices
 from gateway.store.assistant.agents import find_agent
 from gateway.store.assistant.references import UNKNOWN_SKILL, usable_skill_ids
@@ -118,7 +124,10 @@ def prepare(conn: Connection, user_id: int, request: CompletionRequest,
             prepared.checker = checker_agent(team)  # §4.13: the studio checker decides
         prepared.connector_switches = dict(settings.connector_switches)
     if team is not None:
-        return prepared  # a studio chief gets no MCP tools (§1.8 step 4, §1.12)
+        # a studio chief gets no MCP tools (§1.8 step 4, §1.12); its members do
+        team.members = [_equip(conn, user_id, request, settings, member)
+                        for member in team.members]
+        return prepared
     prepared.servers = _servers(conn, user_id, request, settings, _union(
         agent.mcp_server_ids, request.mcp_server_ids,
         *(skill.mcp_server_ids for skill in skills)))
@@ -180,6 +189,23 @@ def _checker(conn: Connection, user_id: int, request: CompletionRequest, model: 
         return None
     return CheckerAgent(agent_id=agent.key, name=agent.name, prompt=agent.prompt,
                         model=agent.default_model.strip() or model)
+
+
+def _equip(conn: Connection, user_id: int, request: CompletionRequest, settings: RunSettings,
+           member: Member) -> Member:
+    """A delegable member's skills and MCP servers, resolved like an agent's; a member whose
+    servers cannot be used keeps the refusal as its ``problem`` (a tool error if delegated)."""
+    if member.type not in DELEGABLE or not member.available:
+        return member
+    try:
+        if member.skill_ids and not set(member.skill_ids) <= usable_skill_ids(conn, user_id):
+            raise invalid(UNKNOWN_SKILL)
+        skills = skills_by_key(conn, user_id, list(member.skill_ids))
+        servers = _servers(conn, user_id, replace(request, mcp_servers=[]), settings, _union(
+            list(member.server_ids), *(skill.mcp_server_ids for skill in skills)))
+    except Refused as refusal:
+        return replace(member, problem=refusal.message)
+    return replace(member, skills=tuple(skills), servers=tuple(servers))
 
 
 def _servers(conn: Connection, user_id: int, request: CompletionRequest,

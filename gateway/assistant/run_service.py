@@ -97,6 +97,7 @@ class RunTools:
     clock: Any
     db: DBRunner
     now: Callable[[], datetime]
+    mcp: McpClientFactory | None = None
 
 
 @dataclass
@@ -249,7 +250,7 @@ class RunService:
             hooked = RunTools(run=run, prepared=prepared, connector=connector,
                               call_model=self.model_caller(user_id), sink=_RunSink(self, run),
                               add_cost=self._cost_adder(worker), clock=self.ctx.clock,
-                              db=self.ctx.db, now=self.ctx.now)
+                              db=self.ctx.db, now=self.ctx.now, mcp=self.mcp)
             for hook in self.tool_hooks:
                 tools.extend(hook(hooked))
             if worker.stopped:

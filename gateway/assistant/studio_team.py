@@ -29,6 +29,8 @@ ONE_CHIEF = "Studio must contain exactly one chief"
 MEMBER_AGENT = "Studio member must select an agent"
 AGENT_MISSING = "Referenced chat agent was not found"
 CHIEF_MODEL = "Model is required for Studio member"
+#: members the chief may delegate to; the chief coordinates and the checker only approves
+DELEGABLE = ("worker", "critic", "reviewer")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,14 @@ class Member:
     prompt: str
     model: str
     available: bool = True
+    #: skill and MCP server ids: the member's and its chat agent's
+    skill_ids: tuple[str, ...] = ()
+    server_ids: tuple[str, ...] = ()
+    #: what it works with when delegated to (filled in by the preparation); ``problem`` is
+    #: why it cannot be (a server that is unknown or disabled)
+    skills: tuple[Any, ...] = ()
+    servers: tuple[dict[str, Any], ...] = ()
+    problem: str = ""
 
 
 @dataclass
@@ -95,9 +105,16 @@ def _member(conn: Connection, user_id: int, raw: dict[str, Any], caller_model: s
     model = (str(raw.get("default_model") or "").strip()
              or (agent.default_model.strip() if agent else "") or caller_model)
     member_id = str(raw.get("id") or "")
+
+    def ids(key: str, of_agent: list[str]) -> tuple[str, ...]:
+        own = raw.get(key)
+        return tuple(dict.fromkeys([*of_agent, *(str(i) for i in own or [] if i)]))
+
     return Member(id=member_id, name=str(raw.get("name") or member_id),
                   type=str(raw.get("type") or "worker"), chat_agent_id=chat_agent_id,
-                  prompt=prompt, model=model, available=agent is not None)
+                  prompt=prompt, model=model, available=agent is not None,
+                  skill_ids=ids("skill_ids", agent.skill_ids if agent else []),
+                  server_ids=ids("mcp_server_ids", agent.mcp_server_ids if agent else []))
 
 
 def resolve_team(conn: Connection, user_id: int, studio_id: str, caller_model: str,

@@ -20,10 +20,12 @@ from typing import Any
 
 from twisted.internet.defer import CancelledError
 
+from gateway.assistant.builtin_tools import SkillBody, skill_tool
 from gateway.assistant.ids import AGENT_TASK, random_id
+from gateway.assistant.mcp_tools import McpUnavailable, mcp_tools
 from gateway.assistant.run_loop import LoopCancelled, LoopFailed
 from gateway.assistant.run_service import RunTools
-from gateway.assistant.studio_team import AGENT_MISSING, Member, StudioTeam
+from gateway.assistant.studio_team import AGENT_MISSING, DELEGABLE, Member, StudioTeam
 from gateway.assistant.tool_set import (
     Tool,
     ToolFailed,
@@ -44,8 +46,6 @@ from gateway.studio.split import Split
 NAME = "agent_delegate"
 FAILED = "Delegated agent failed: "
 NO_MODEL = "model is required for delegated agent"
-#: members who may be delegated to; the chief coordinates and the checker only approves
-DELEGATES = ("worker", "critic", "reviewer")
 
 
 @dataclass
@@ -72,23 +72,36 @@ class Delegation:
         member = self.team.member(agent_id)
         if member is None:
             raise ToolFailed(f"{FAILED}unknown studio member: {agent_id}")
-        if member.type not in DELEGATES:
+        if member.type not in DELEGABLE:
             raise ToolFailed(f"{FAILED}cannot delegate to the studio's {member.type}")
         if not member.available:
             raise ToolFailed(f"{FAILED}{AGENT_MISSING}")
         if not member.model:
             raise ToolFailed(f"{FAILED}{NO_MODEL}")
+        if member.problem:
+            raise ToolFailed(f"{FAILED}{member.problem}")
         return member
 
-    def _member_tools(self, member: Member) -> ToolSet:
-        """What a member executes with: the run's device or sandbox tools (under the run's
-        approval rules and approver) and ``agent_split``."""
-        tools = device_tools(self.hooked)
-        tools.add(Split(self.hooked, self.team, member).tool())
+    async def _member_tools(self, member: Member) -> ToolSet:
+        """What a member executes with: its MCP servers' tools and skills, the run's device or
+        sandbox tools (under the run's approval rules and approver) and ``agent_split``."""
+        tools = ToolSet()
+        try:
+            tools.extend(await mcp_tools(member.servers, self.hooked.mcp))
+        except McpUnavailable as exc:
+            raise ToolFailed(f"{FAILED}{exc}") from None
+        skill = skill_tool(SkillBody(s.key, s.name, s.description, s.content)
+                           for s in member.skills)
+        if skill is not None:
+            tools.add(skill)
+        tools.extend(device_tools(self.hooked).tools.values())
+        helpers = ToolSet(dict(tools.tools))  # a split's helpers work with the same, no split
+        tools.add(Split(self.hooked, self.team, member, helpers).tool())
         return tools
 
     async def run(self, arguments: dict[str, Any], call_id: str) -> ToolResult:
         member = self._member(arguments)
+        tools = await self._member_tools(member)
         goal = string_argument(arguments, "goal")
         context = string_argument(arguments, "context", required=False)
         sink = self.hooked.sink
@@ -102,7 +115,7 @@ class Delegation:
         request = goal if not context else f"{goal}\n\nContext: {context}"
         await member_sink.line("user", request)
         loop = member_loop(self.hooked, member, member_prompt(self.team, member), request,
-                           self._member_tools(member), member_sink)
+                           tools, member_sink)
         try:
             outcome = await cancellable(loop)
         except (CancelledError, LoopCancelled):

@@ -48,7 +48,10 @@ def member_prompt(team: StudioTeam, member: Member, role: str = "") -> str:
         f"You are {member.name}, a {member.type} member of the studio {team.studio_name}. "
         f"{team.chief.name}, the chief, delegated a task to you. Do it with your tools and "
         "report the result with its evidence.")
-    return "\n\n".join(part for part in (member.prompt, ASSISTANT_INSTRUCTIONS, role) if part)
+    skills = [f"[Skill: {skill.name}]\n{skill.prompt.strip()}" for skill in member.skills
+              if skill.prompt.strip()]
+    return "\n\n".join(part for part in (member.prompt, *skills, ASSISTANT_INSTRUCTIONS, role)
+                       if part)
 
 
 def device_tools(hooked: RunTools) -> ToolSet:

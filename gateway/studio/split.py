@@ -2,8 +2,8 @@
 contract §1.12).
 
 Why: a member facing independent sub-tasks (1..8) runs them side by side as helpers with its
-own prompt and model and the run's device tools (no further splitting, no delegation, so the
-depth stays bounded).  Each helper is framed by ``agent_task`` events of kind ``split``; its
+own prompt, model and tools (no further splitting, no delegation, so the depth stays
+bounded).  Each helper is framed by ``agent_task`` events of kind ``split``; its
 cost is added to the run's; the tool answers a JSON array ``[{id, status, result, error?,
 mutations}]`` in the order the tasks were given.  A failing helper is an ``error`` entry, not a
 failed tool; stopping the run cancels every helper.
@@ -21,14 +21,8 @@ from gateway.assistant.ids import AGENT_TASK, random_id
 from gateway.assistant.run_loop import LoopFailed, LoopOutcome, RunLoop
 from gateway.assistant.run_service import RunTools
 from gateway.assistant.studio_team import Member, StudioTeam
-from gateway.assistant.tool_set import BadArguments, Tool, ToolResult, object_schema
-from gateway.studio.member_loop import (
-    MemberSink,
-    cancellable,
-    device_tools,
-    member_loop,
-    member_prompt,
-)
+from gateway.assistant.tool_set import BadArguments, Tool, ToolResult, ToolSet, object_schema
+from gateway.studio.member_loop import MemberSink, cancellable, member_loop, member_prompt
 
 NAME = "agent_split"
 MAX_TASKS = 8
@@ -64,6 +58,8 @@ class Split:
     hooked: RunTools
     team: StudioTeam
     member: Member
+    #: the member's own tools but ``agent_split`` (helpers do not split again)
+    helper_tools: ToolSet
 
     def tool(self) -> Tool:
         return Tool(
@@ -98,7 +94,8 @@ class Split:
             request = task.goal if not task.context else f"{task.goal}\n\nContext: {task.context}"
             frames.append(frame)
             loops.append(member_loop(self.hooked, member, system, request,
-                                     device_tools(self.hooked), MemberSink(sink, who)))
+                                     ToolSet(dict(self.helper_tools.tools)),
+                                     MemberSink(sink, who)))
         outcomes = await DeferredList([cancellable(loop) for loop in loops],
                                       consumeErrors=True)
         if any(not ok and value.check(CancelledError) for ok, value in outcomes):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from sqlalchemy import select, update
 
 from gateway.store import schema
 from tests.console.test_assistant_completions import cost_nanos
@@ -290,3 +291,47 @@ class SplitTests(StudioLoopCase):
         await self.wait_for_run(attempt["advanced_chat_run_id"])
         assert self.upstream.requests[2]["messages"][-1]["content"] == (
             "Invalid tool arguments: tasks must be a list of 1 to 8 objects with a goal")
+
+
+class MemberEquipmentTests(StudioLoopCase):
+    async def equip_worker(self, **values: Any) -> None:
+        def write(conn: Any) -> None:
+            [agents] = conn.execute(select(schema.studios.c.agents)).scalars()
+            for member in agents:
+                if member["id"] == "wrk":
+                    member.update(values)
+            conn.execute(update(schema.studios).values(agents=agents))
+
+        await self.ctx.db.transaction(write)
+
+    async def test_a_member_works_with_its_own_skills(self) -> None:
+        await self.studio(workers=("wrk",))
+        skill_id = await self.skill()
+        await self.equip_worker(skill_ids=[skill_id])
+        item_id = await self.work_item()
+        self.upstream.script(delegate("wrk", "a poem"),
+                             tool_call("activate_skill", {"skill_id": skill_id}, "k1"),
+                             text("A poem."), text("Delivered."))
+        await self.tick()
+        [attempt] = await self.attempts(item_id)
+        run = await self.wait_for_run(attempt["advanced_chat_run_id"])
+        assert run["status"] == "completed", run
+        chief, worker = self.upstream.requests[:2]
+        assert "activate_skill" not in [t["function"]["name"] for t in chief["tools"]]
+        assert "activate_skill" in [t["function"]["name"] for t in worker["tools"]]
+        assert "[Skill: Haiku]\nBe brief." in worker["messages"][0]["content"]
+        lines = [e["payload"] for e in await self.events(run["id"])
+                 if e["event"] == "agent_message" and e["payload"]["role"] == "tool"]
+        assert [(line["tool"], line["status"]) for line in lines] == [("activate_skill", "ok")]
+
+    async def test_a_member_with_an_unknown_server_cannot_be_delegated_to(self) -> None:
+        await self.studio(workers=("wrk",))
+        await self.equip_worker(mcp_server_ids=["nope"])
+        item_id = await self.work_item()
+        self.upstream.script(delegate("wrk", "go"), text("It could not work."))
+        await self.tick()
+        [attempt] = await self.attempts(item_id)
+        run = await self.wait_for_run(attempt["advanced_chat_run_id"])
+        [detail] = run["tool_call_details"]
+        assert (detail["status"], detail["result"]) == (
+            "error", "Delegated agent failed: unknown or disabled MCP server: nope")
