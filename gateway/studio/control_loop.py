@@ -9,7 +9,8 @@ run finishing on a node that then dies, or the scheduler moving to another node,
 a completion; every settlement is a guarded update, so the second one changes nothing.  A
 round, per ``operating`` studio:
 
-0. settle attempts whose linked run ended (and the cost of reviews decided by the tool);
+0. settle attempts whose linked run ended (and record the cost of runs that outlived their
+   attempt: a review decided by the tool, a pause, a cancel, an expired lease);
 1. recover expired leases (stopping the linked run), then renew the lease of every attempt
    whose run lives ([P-35]: about every 60 s);
 2. triage inbox signals;
@@ -42,8 +43,8 @@ LEASE_NAME = "studio-control-loop"
 TICK_SECONDS = 10.0
 #: a scheduler that stops renewing is replaced after this long
 SCHEDULER_LEASE_SECONDS = 30.0
-#: decided reviews whose run's cost is still unrecorded are looked at for this long
-REVIEW_COST_WINDOW = timedelta(hours=1)
+#: ended attempts whose run's cost is still unrecorded are looked at for this long
+RUN_COST_WINDOW = timedelta(hours=1)
 
 
 class ControlLoop(RoundService):
@@ -77,8 +78,8 @@ class ControlLoop(RoundService):
             return
         if attempt.status == "executing":
             await self._settle(attempt, self.now())
-        elif attempt.kind == "review":
-            await self._review_cost(attempt, self.now())
+        else:
+            await self._run_cost(attempt, self.now())
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self._clock.seconds(), UTC)
@@ -102,9 +103,9 @@ class ControlLoop(RoundService):
         live = [attempt for attempt in
                 await self.db.transaction(control.executing_attempts, company.id)
                 if not await self._settle(attempt, now)]
-        for decided in await self.db.transaction(control.decided_reviews, company.id,
-                                                 now - REVIEW_COST_WINDOW):
-            await self._review_cost(decided, now)
+        for ended in await self.db.transaction(control.ended_without_cost, company.id,
+                                               now - RUN_COST_WINDOW):
+            await self._run_cost(ended, now)
         recovered = await self.db.transaction(control.recover_expired, company.id, now)
         for attempt in recovered:
             if attempt.advanced_chat_run_id:
@@ -152,11 +153,12 @@ class ControlLoop(RoundService):
             await self.runs.stop(company.owner_user_id, run_id)
         return "started"
 
-    async def _review_cost(self, attempt: AttemptRow, now: datetime) -> None:
-        """A review the tool decided: once its run ended, its cost is the item's too."""
+    async def _run_cost(self, attempt: AttemptRow, now: datetime) -> None:
+        """An attempt that ended before its run: once the run ended, its cost is the item's
+        too ([P-42])."""
         run = await self.db.transaction(find_run, attempt.advanced_chat_run_id)
         if run is not None and run.status in TERMINAL_RUN_STATUSES:
-            await self.db.transaction(reviews.add_review_cost, attempt.id, run.id,
+            await self.db.transaction(control.add_run_cost, attempt.id, run.id,
                                       run.cost_nanos, now)
 
     async def _settle(self, attempt: AttemptRow, now: datetime) -> bool:

@@ -81,26 +81,6 @@ def record_decision(conn: Connection, run_id: str, decision: str, summary: str,
     return item_status
 
 
-def add_review_cost(conn: Connection, attempt_id: int, run_id: str, cost_nanos: int,
-                    now: datetime) -> bool:
-    """A review decided by the tool ended its run: the run's final cost becomes the attempt's
-    and is added to the item's consumed cost (ledger ``consumption``), once ([P-42])."""
-    if cost_nanos <= 0:
-        return False
-    if not conn.execute(update(ATTEMPTS).where(
-            ATTEMPTS.c.id == attempt_id, ATTEMPTS.c.kind == "review",
-            ATTEMPTS.c.status != "executing", ATTEMPTS.c.cost_nanos == 0)
-            .values(cost_nanos=cost_nanos, updated_at=now)).rowcount:
-        return False
-    found = row_of(AttemptRow, conn.execute(select(ATTEMPTS).where(ATTEMPTS.c.id == attempt_id))
-                   .mappings().one())
-    conn.execute(update(ITEMS).where(ITEMS.c.id == found.work_item_id).values(
-        consumed_cost_nanos=ITEMS.c.consumed_cost_nanos + cost_nanos, updated_at=now))
-    add_ledger(conn, found.personal_company_id, found.work_item_id, "consumption", cost_nanos,
-               f"run:{run_id}", now)
-    return True
-
-
 def review_run_ended(conn: Connection, attempt_id: int, run_status: str, run_error: str,
                      now: datetime, *, run_id: str = "", cost_nanos: int = 0) -> bool:
     """The review run ended while its attempt still executes: no decision was recorded, so
@@ -124,5 +104,4 @@ def review_run_ended(conn: Connection, attempt_id: int, run_status: str, run_err
     return True
 
 
-__all__ = ["DECISIONS", "add_review_cost", "record_decision", "review_run_ended",
-           "reviewer_consulted"]
+__all__ = ["DECISIONS", "record_decision", "review_run_ended", "reviewer_consulted"]

@@ -192,6 +192,17 @@ class PauseTests(StudioLoopCase):
             return bool(getattr(worker_call, "_disconnected", False))
 
         await self.until(abandoned, "the worker's model call closed")
+
+        # the cancelled run's cost is still the attempt's and the item's ([P-42])
+        async def cost_recorded() -> bool:
+            return bool((await self.attempts(item_id))[0]["cost_nanos"])
+
+        await self.until(cost_recorded, "the cancelled run's cost recorded")
+        [attempt] = await self.attempts(item_id)
+        run = await self.wait_for_run(attempt["advanced_chat_run_id"])
+        _count, total = await self.usage_cost()
+        assert attempt["cost_nanos"] == cost_nanos(run["cost"]) == total
+        assert (await self.item(item_id))["consumed_cost_nanos"] == total
         await self.tick()
         assert len(await self.attempts(item_id)) == 1  # paused: nothing starts
         resumed = await self.call(
