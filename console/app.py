@@ -60,7 +60,6 @@ from console.routes.settings import SettingsRoutes
 from console.routes.setup import SetupRoutes
 from console.routes.stats import StatsRoutes
 from console.routes.status_monitors import StatusMonitorRoutes
-from console.routes.studios import StudioRoutes
 from console.routes.subscription_plans import SubscriptionPlanRoutes
 from console.routes.updates import UpdateRoutes
 from console.routes.user_channels import UserChannelRoutes
@@ -129,8 +128,6 @@ MOUNTS: list[tuple[str, Callable[[ConsoleContext], Any]]] = [
     ("api/user/advanced-chat/agents", AssistantAgentRoutes),
     ("api/user/advanced-chat/skills", AssistantSkillRoutes),
     ("api/user/advanced-chat/sessions", AssistantSessionRoutes),
-    # studios (agents contract §4.1)
-    ("api/user/advanced-chat/agent-groups", StudioRoutes),
 ]
 
 

@@ -88,7 +88,7 @@ class PersonalCompanyRoutes:
         ok = True
         for run_id in run_ids:
             try:
-                await self.runs.stop(user_id, run_id)
+                await self.runs.stop(user_id, run_id, studio=True)
             except Exception:
                 log.failure("stopping studio run {run_id} failed", run_id=run_id)
                 ok = False

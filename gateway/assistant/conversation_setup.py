@@ -17,6 +17,11 @@ from gateway.assistant.prompt import conversation, system_prompt
 from gateway.assistant.tool_set import ToolSet
 
 TITLE_CHARS = 28
+#: the connector tools a studio chief keeps: read-only actions and run_command (§1.12)
+CHIEF_CONNECTOR_TOOLS = frozenset({
+    "workspace_list_files", "workspace_read_file", "workspace_list_windows_drives",
+    "workspace_run_command", "workspace_web_search", "workspace_web_fetch",
+    "list_static_sites"})
 
 
 async def build_tools(prepared: Prepared, mcp: McpClientFactory | None,
@@ -24,9 +29,13 @@ async def build_tools(prepared: Prepared, mcp: McpClientFactory | None,
     """MCP tools (listing failures raise ``McpUnavailable``), the connector device's tools,
     skills, and the tools that need a session; then the request's and agent's group filters."""
     tools = ToolSet()
+    team = prepared.team
+    if team is not None and team.intake:
+        return tools  # §4.16: the intake desk gets only the intake tools (added by the studio)
     tools.extend(await mcp_tools(prepared.servers, mcp))
     if connector is not None:
-        tools.extend(connector.tools(prepared.connector_switches))
+        tools.extend(tool for tool in connector.tools(prepared.connector_switches)
+                     if team is None or tool.name in CHIEF_CONNECTOR_TOOLS)
     skill = skill_tool(prepared.skill_bodies())
     if skill is not None:
         tools.add(skill)
@@ -43,10 +52,18 @@ def first_messages(prepared: Prepared, tools: ToolSet,
         admin_prompt=prepared.admin_prompt, agent_prompt=prepared.agent_prompt,
         skills=prepared.skill_prompts(), assistant_mode=request.background,
         tool_names=tools.tools,
-        connector_description=connector.target.describe() if connector else "")
+        connector_description=connector.target.describe() if connector else "",
+        studio_sections=_studio_sections(prepared))
     history = [{"role": m["role"], "content": m["content"]} for m in request.messages]
     return conversation(system, prepared.presets, history,
                         auto_compress=request.auto_compress_context)
+
+
+def _studio_sections(prepared: Prepared) -> tuple[str, ...]:
+    team = prepared.team
+    if team is None:
+        return ()
+    return (team.identity(),) if team.intake else (team.identity(), team.roster())
 
 
 def default_title(prepared: Prepared) -> str:
@@ -75,7 +92,8 @@ def session_columns(prepared: Prepared) -> dict[str, Any]:
         "max_tokens": request.max_tokens, "temperature": request.temperature,
         "reasoning_effort": request.reasoning_effort,
         "auto_compress_context": request.auto_compress_context,
-        "disabled_tool_groups": request.disabled_tool_groups}
+        "disabled_tool_groups": request.disabled_tool_groups,
+        "internal": prepared.team is not None and prepared.team.internal}
 
 
 def session_messages(prepared: Prepared) -> tuple[list[dict[str, Any]], str]:

@@ -8,7 +8,7 @@ Every refusal is a ``Refused`` with the contract's message, raised before anythi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,13 @@ from gateway.assistant.sandbox_binding import (
     SandboxTarget,
     SandboxUnavailable,
     select_sandbox,
+)
+from gateway.assistant.studio_team import (
+    DELEGABLE,
+    Member,
+    StudioTeam,
+    checker_agent,
+    resolve_team,
 )
 from gateway.store import devices
 from gateway.store.assistant.agents import find_agent
@@ -56,8 +63,11 @@ class Prepared:
     connector_switches: dict[str, bool] = field(default_factory=dict)
     #: the cloud sandbox of an assistant run (§3.5); its host device is not ``device``
     sandbox: SandboxTarget | None = None
-    #: approval mode ``assistant``: the user's approval agent decides tasks (§1.13)
+    #: approval mode ``assistant``: the user's approval agent decides tasks (§1.13); in
+    #: ``agent_group`` mode the studio's checker member
     checker: CheckerAgent | None = None
+    #: ``agent_group`` mode: the studio, its chief (the speaker) and its members (§1.12)
+    team: StudioTeam | None = None
 
     def skill_prompts(self) -> list[SkillPrompt]:
         return [SkillPrompt(s.key, s.name, s.description, s.prompt, bool(s.content))
@@ -78,16 +88,22 @@ def _union(*lists: list[str]) -> list[str]:
 
 
 def prepare(conn: Connection, user_id: int, request: CompletionRequest,
-            settings: RunSettings, now: datetime) -> Prepared:
+            settings: RunSettings, now: datetime, *, internal: bool = False) -> Prepared:
+    """``internal``: a studio operations run (§4.8), never set from a client's request."""
+    team = None
     if request.mode == "agent_group":
-        raise invalid("Studio is required" if not request.agent_group_id
-                      else "Studio not found")
-    agent = find_agent(conn, user_id, request.agent_id, now)
+        team = resolve_team(conn, user_id, request.agent_group_id,
+                            request.model or settings.default_model, now, internal=internal)
+        agent = find_agent(conn, user_id, team.chief.chat_agent_id, now)
+        model = team.chief.model
+    else:
+        agent = find_agent(conn, user_id, request.agent_id, now)
     if agent is None:
         raise invalid("Agent not found")
     if not agent.enabled:
         raise invalid("Agent is disabled")
-    model = request.model or agent.default_model.strip() or settings.default_model
+    if team is None:
+        model = request.model or agent.default_model.strip() or settings.default_model
     if not model:
         raise invalid("Model is required")
     skill_ids = _union(agent.skill_ids, request.skill_ids)
@@ -97,12 +113,21 @@ def prepare(conn: Connection, user_id: int, request: CompletionRequest,
     prepared = Prepared(
         request=request, model=model, agent_key=agent.key, agent_prompt=agent.prompt,
         presets=list(agent.preset_messages), agent_tools=list(agent.tools),
-        agent_stream=agent.stream, skills=skills, admin_prompt=settings.default_system_prompt)
+        agent_stream=agent.stream, skills=skills, admin_prompt=settings.default_system_prompt,
+        team=team)
     if request.background:
         prepared.device = _device(conn, user_id, request, settings, now)
         prepared.sandbox = _sandbox(conn, user_id, request, now)
         prepared.checker = _checker(conn, user_id, request, model, now)
+        if team is not None and prepared.device is not None \
+                and request.connector_approval_mode == "manual":
+            prepared.checker = checker_agent(team)  # §4.13: the studio checker decides
         prepared.connector_switches = dict(settings.connector_switches)
+    if team is not None:
+        # a studio chief gets no MCP tools (§1.8 step 4, §1.12); its members do
+        team.members = [_equip(conn, user_id, request, settings, member)
+                        for member in team.members]
+        return prepared
     prepared.servers = _servers(conn, user_id, request, settings, _union(
         agent.mcp_server_ids, request.mcp_server_ids,
         *(skill.mcp_server_ids for skill in skills)))
@@ -164,6 +189,23 @@ def _checker(conn: Connection, user_id: int, request: CompletionRequest, model: 
         return None
     return CheckerAgent(agent_id=agent.key, name=agent.name, prompt=agent.prompt,
                         model=agent.default_model.strip() or model)
+
+
+def _equip(conn: Connection, user_id: int, request: CompletionRequest, settings: RunSettings,
+           member: Member) -> Member:
+    """A delegable member's skills and MCP servers, resolved like an agent's; a member whose
+    servers cannot be used keeps the refusal as its ``problem`` (a tool error if delegated)."""
+    if member.type not in DELEGABLE or not member.available:
+        return member
+    try:
+        if member.skill_ids and not set(member.skill_ids) <= usable_skill_ids(conn, user_id):
+            raise invalid(UNKNOWN_SKILL)
+        skills = skills_by_key(conn, user_id, list(member.skill_ids))
+        servers = _servers(conn, user_id, replace(request, mcp_servers=[]), settings, _union(
+            list(member.server_ids), *(skill.mcp_server_ids for skill in skills)))
+    except Refused as refusal:
+        return replace(member, problem=refusal.message)
+    return replace(member, skills=tuple(skills), servers=tuple(servers))
 
 
 def _servers(conn: Connection, user_id: int, request: CompletionRequest,

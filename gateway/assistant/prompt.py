@@ -42,8 +42,9 @@ class SkillPrompt:
 
 def system_prompt(*, admin_prompt: str, agent_prompt: str, skills: Sequence[SkillPrompt],
                   assistant_mode: bool, tool_names: Iterable[str],
-                  connector_description: str = "") -> str:
-    """Sections joined by a blank line, in the contract's order (empty sections left out)."""
+                  connector_description: str = "", studio_sections: Sequence[str] = ()) -> str:
+    """Sections joined by a blank line, in the contract's order (empty sections left out);
+    ``studio_sections``: an ``agent_group`` chief's identity, role rules and roster."""
     names = set(tool_names)
     sections = [admin_prompt.strip(), agent_prompt.strip()]
     sections += [f"[Skill: {skill.name}]\n{skill.prompt.strip()}" for skill in skills
@@ -54,6 +55,7 @@ def system_prompt(*, admin_prompt: str, agent_prompt: str, skills: Sequence[Skil
             f"{skill.id}: {skill.name} — {skill.description}" for skill in with_bodies))
     if assistant_mode:
         sections.append(ASSISTANT_INSTRUCTIONS)
+    sections += [section.strip() for section in studio_sections]
     sections.append(connector_description.strip())
     if "tasks_plan" in names:
         sections.append(TASKS_INSTRUCTIONS)

@@ -11,9 +11,9 @@ whose lease ran out and fails them, so a node that dies mid-run leaves no run ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -34,24 +34,38 @@ from gateway.assistant.ids import RUN, random_id
 from gateway.assistant.mcp_tools import McpClientFactory, McpUnavailable
 from gateway.assistant.preparation import Prepared
 from gateway.assistant.record_views import run_view, session_view
-from gateway.assistant.run_loop import LoopCancelled, LoopFailed, LoopLimits, RunLoop
+from gateway.assistant.run_loop import (
+    EventSink,
+    LoopCancelled,
+    LoopFailed,
+    LoopLimits,
+    ModelCaller,
+    RunLoop,
+)
 from gateway.assistant.run_settings import RunSettings
 from gateway.assistant.sandbox_binding import requires_credit
 from gateway.assistant.tool_set import Tool
 from gateway.context import GatewayContext
 from gateway.links.tasks import ConnectorTasks
 from gateway.store.assistant import run_outcomes
-from gateway.store.assistant.refused import missing
+from gateway.store.assistant.refused import conflict, missing
 from gateway.store.assistant.rows import RunEventRow, RunRow
 from gateway.store.assistant.runs import active_runs, append_event, create_run, find_run, transition
-from gateway.store.assistant.sessions import check_writable, get_session, save_session
+from gateway.store.assistant.sessions import (
+    check_writable,
+    get_session,
+    is_internal,
+    save_session,
+)
 from gateway.store.connector_tasks import active_for_run
+from gateway.store.pool import DBRunner
 from gateway.v1.internal_call import InternalChat
 
 log = Logger()
 
 CONTROL_CHANNEL = "assistant-run-control"
 RUN_NOT_FOUND = "Run not found"
+INTERNAL_RUN = "Internal Studio runs are controlled by Studio operations"
 NODE_DIED = "Assistant run was interrupted: the server running it stopped"
 #: a run whose node has not renewed it for this long is failed by any node
 LEASE_SECONDS = 60
@@ -66,6 +80,24 @@ def events_channel(run_id: str) -> str:
 def is_terminal_event(event: str, payload: Any) -> bool:
     return event in TERMINAL_EVENTS or (
         event == "status" and isinstance(payload, dict) and payload.get("message") == "cancelled")
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """What a tool hook builds a run's extra tools from (the studio's delegation, intake and
+    review tools): the run, its preparation and device binding, and the run's own ways to call
+    the model, write events and add a cost to the run's total."""
+
+    run: RunRow
+    prepared: Prepared
+    connector: ConnectorTools | None
+    call_model: ModelCaller
+    sink: EventSink
+    add_cost: Callable[[int], None]
+    clock: Any
+    db: DBRunner
+    now: Callable[[], datetime]
+    mcp: McpClientFactory | None = None
 
 
 @dataclass
@@ -100,8 +132,10 @@ class RunService:
     mcp: McpClientFactory | None = None
     lease_seconds: int = LEASE_SECONDS
     workers: dict[str, _Worker] = field(default_factory=dict)
-    #: extra tools for a run, asked once its own tools are built (the studio review tool)
-    tool_hooks: list[Callable[[RunRow], list[Tool]]] = field(default_factory=list)
+    #: extra tools for a run, asked once its own tools are built (the studio's tools)
+    tool_hooks: list[Callable[[RunTools], list[Tool]]] = field(default_factory=list)
+    #: told the id of every run whose worker on this node ended (studio outcomes at once)
+    finish_hooks: list[Callable[[str], Coroutine[Any, Any, None]]] = field(default_factory=list)
     _unsubscribe: Any = None
     _renewer: LoopingCall | None = None
     _sweeper: LoopingCall | None = None
@@ -213,8 +247,12 @@ class RunService:
             except McpUnavailable as exc:
                 await self._fail(run, str(exc), 0, [])
                 return
+            hooked = RunTools(run=run, prepared=prepared, connector=connector,
+                              call_model=self.model_caller(user_id), sink=_RunSink(self, run),
+                              add_cost=self._cost_adder(worker), clock=self.ctx.clock,
+                              db=self.ctx.db, now=self.ctx.now, mcp=self.mcp)
             for hook in self.tool_hooks:
-                tools.extend(hook(run))
+                tools.extend(hook(hooked))
             if worker.stopped:
                 return
             request = prepared.request
@@ -232,6 +270,9 @@ class RunService:
             if deadline is not None and deadline.active():
                 deadline.cancel()
             self.workers.pop(run.id, None)
+            for finished in self.finish_hooks:
+                ensureDeferred(finished(run.id)).addErrback(
+                    lambda f: log.failure("a run finish hook failed", f))
 
     @staticmethod
     def _start(conn: Any, run: RunRow, now: Any) -> list[RunEventRow]:
@@ -297,18 +338,24 @@ class RunService:
                 approval_mode=request.connector_approval_mode,
                 command_prefixes=request.connector_command_prefixes, sandbox=sandbox))
 
-    def _checker(self, worker: _Worker, agent: CheckerAgent) -> ApprovalChecker:
-        """Approval mode ``assistant``: the checker's calls are billed to the run's user and
-        counted in the run's cost."""
+    @staticmethod
+    def _cost_adder(worker: _Worker) -> Callable[[int], None]:
+        """Adds a cost (a checker's or a delegated member's model calls) to the run's."""
 
         def add_cost(nanos: int) -> None:
             if worker.loop is not None:
                 worker.loop.cost_nanos += nanos
 
+        return add_cost
+
+    def _checker(self, worker: _Worker, agent: CheckerAgent) -> ApprovalChecker:
+        """Approval mode ``assistant`` (or a studio's checker member): the checker's calls
+        are billed to the run's user and counted in the run's cost."""
         return ApprovalChecker(
             db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now,
             call_model=self.model_caller(worker.run.user_id), agent=agent,
-            sink=_RunSink(self, worker.run), add_cost=add_cost, tasks=self.connector_tasks)
+            sink=_RunSink(self, worker.run), add_cost=self._cost_adder(worker),
+            tasks=self.connector_tasks)
 
     def _timed_out(self, worker: _Worker) -> None:
         if worker.loop is not None:
@@ -316,14 +363,17 @@ class RunService:
 
     # --- stop -----------------------------------------------------------------------------
 
-    async def stop(self, user_id: int, run_id: str) -> RunRow:
-        """§1.11: cancel (or, if ended, answer the run as it is); 404 for another's run."""
+    async def stop(self, user_id: int, run_id: str, *, studio: bool = False) -> RunRow:
+        """§1.11: cancel (or, if ended, answer the run as it is); 404 for another's run; 409
+        for a studio operations run unless ``studio`` operations themselves stop it (§4.16)."""
         now = self.ctx.now()
 
         def write(conn: Any) -> tuple[RunRow, list[RunEventRow], list[Any]]:
             run = find_run(conn, run_id, user_id)
             if run is None:
                 raise missing(RUN_NOT_FOUND)
+            if not studio and is_internal(conn, run.session_id):
+                raise conflict(INTERNAL_RUN)
             tasks = active_for_run(conn, run_id) if run.active else []
             events = run_outcomes.cancel(conn, run, now) if run.active else []
             found = find_run(conn, run_id)

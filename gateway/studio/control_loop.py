@@ -3,11 +3,14 @@
 Why it looks like this: every node runs the timer (every 10 s of the injected clock), but a
 round only runs on the node that holds the ``studio-control-loop`` lease row, so exactly one
 node schedules and a dead scheduler is replaced by the next node that ticks after its lease.
-Work outcomes are read from the runs' own rows at each tick rather than from a callback on
-the node that started them, so a run finishing on any node, or the scheduler moving to
-another node, never loses a completion.  A round, per ``operating`` studio:
+Work outcomes are recorded the moment a run ends (the run service's finish hook on the node
+that ran it calls ``settle_run``), and again read from the runs' own rows at each tick, so a
+run finishing on a node that then dies, or the scheduler moving to another node, never loses
+a completion; every settlement is a guarded update, so the second one changes nothing.  A
+round, per ``operating`` studio:
 
-0. settle attempts whose linked run ended;
+0. settle attempts whose linked run ended (and record the cost of runs that outlived their
+   attempt: a review decided by the tool, a pause, a cancel, an expired lease);
 1. recover expired leases (stopping the linked run), then renew the lease of every attempt
    whose run lives ([P-35]: about every 60 s);
 2. triage inbox signals;
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Coroutine
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from twisted.logger import Logger
@@ -40,6 +43,8 @@ LEASE_NAME = "studio-control-loop"
 TICK_SECONDS = 10.0
 #: a scheduler that stops renewing is replaced after this long
 SCHEDULER_LEASE_SECONDS = 30.0
+#: ended attempts whose run's cost is still unrecorded are looked at for this long
+RUN_COST_WINDOW = timedelta(hours=1)
 
 
 class ControlLoop(RoundService):
@@ -53,6 +58,28 @@ class ControlLoop(RoundService):
         self.runs = runs
         self.holder = f"{node_name}:{secrets.token_hex(6)}"
         self.lease_seconds = lease_seconds
+        self._unwatch: Any = None
+
+    def startService(self) -> None:
+        super().startService()
+        self._unwatch = self.runs.watch(self.settle_run)
+
+    def stopService(self) -> Any:
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        return super().stopService()
+
+    async def settle_run(self, run_id: str) -> None:
+        """A run ended on this node: record its attempt's outcome now, not at the next tick
+        (the item of a finished execution is ``awaiting_review`` at once)."""
+        attempt = await self.db.transaction(control.attempt_of_run, run_id)
+        if attempt is None:
+            return
+        if attempt.status == "executing":
+            await self._settle(attempt, self.now())
+        else:
+            await self._run_cost(attempt, self.now())
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self._clock.seconds(), UTC)
@@ -76,6 +103,9 @@ class ControlLoop(RoundService):
         live = [attempt for attempt in
                 await self.db.transaction(control.executing_attempts, company.id)
                 if not await self._settle(attempt, now)]
+        for ended in await self.db.transaction(control.ended_without_cost, company.id,
+                                               now - RUN_COST_WINDOW):
+            await self._run_cost(ended, now)
         recovered = await self.db.transaction(control.recover_expired, company.id, now)
         for attempt in recovered:
             if attempt.advanced_chat_run_id:
@@ -122,6 +152,14 @@ class ControlLoop(RoundService):
         if not linked:
             await self.runs.stop(company.owner_user_id, run_id)
         return "started"
+
+    async def _run_cost(self, attempt: AttemptRow, now: datetime) -> None:
+        """An attempt that ended before its run: once the run ended, its cost is the item's
+        too ([P-42])."""
+        run = await self.db.transaction(find_run, attempt.advanced_chat_run_id)
+        if run is not None and run.status in TERMINAL_RUN_STATUSES:
+            await self.db.transaction(control.add_run_cost, attempt.id, run.id,
+                                      run.cost_nanos, now)
 
     async def _settle(self, attempt: AttemptRow, now: datetime) -> bool:
         """Record the outcome of an attempt whose linked run ended; False while it lives."""

@@ -1,9 +1,9 @@
 """The chief's ``studio_review_work`` tool in a review run (agents contract §4.8).
 
 Why the delegation is checked from the run's own record: the rule is that a decision is only
-accepted after a reviewer member was consulted in *this* run, and the run's stored tool-call
-details are the evidence (an ``agent_task`` call with ``agent_type: reviewer`` that
-succeeded).  The decision itself is recorded by ``gateway.store.studio.reviews``, atomically
+accepted after a reviewer member was consulted in *this* run, and the run's stored events are
+the evidence (an ``agent_task`` event of ``agent_delegate`` with ``agent_type: reviewer`` that
+completed).  The decision itself is recorded by ``gateway.store.studio.reviews``, atomically
 with the item's new status.
 """
 
@@ -20,22 +20,10 @@ from gateway.assistant.tool_set import (
     string_argument,
 )
 from gateway.store.assistant.refused import Refused
-from gateway.store.assistant.runs import find_run
 from gateway.store.pool import DBRunner
 from gateway.store.studio import reviews
 
 NAME = "studio_review_work"
-
-
-def reviewer_delegated(details: list[dict[str, Any]]) -> bool:
-    """True when the run holds a successful ``agent_task`` call to a reviewer member."""
-    for detail in details:
-        arguments = detail.get("arguments")
-        if (detail.get("tool") or detail.get("name")) == "agent_task" \
-                and detail.get("status") == "ok" and isinstance(arguments, dict) \
-                and arguments.get("agent_type") == "reviewer":
-            return True
-    return False
 
 
 def review_tool(db: DBRunner, now: Any, run_id: str) -> Tool:
@@ -46,10 +34,8 @@ def review_tool(db: DBRunner, now: Any, run_id: str) -> Tool:
         summary = string_argument(arguments, "summary", required=False)
 
         def write(conn: Any) -> str:
-            record = find_run(conn, run_id)
-            details = record.tool_call_details if record is not None else []
             return reviews.record_decision(conn, run_id, decision, summary,
-                                           reviewer_delegated(details), now())
+                                           reviews.reviewer_consulted(conn, run_id), now())
 
         try:
             status = await db.transaction(write)

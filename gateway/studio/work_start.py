@@ -6,30 +6,28 @@ the run is — a new read-only session ``pcw-…`` titled ``Personal Company: <t
 approval ``manual`` — and starts it through the assistant's own run service, so the run is
 billed, leased, stoppable and recorded exactly like any other assistant run.
 
-The assistant base this builds on does not prepare ``agent_group`` runs yet (its preparation
-answers ``Studio not found``), so the run is led by the studio's chief member as an assistant
-run tagged with the studio id; the message, session, runtime and billing are those of §4.8.
+The run is a true ``agent_group`` run prepared as ``internal``: the studio's chief leads it
+with ``agent_delegate`` (§1.12), the studio's checker decides its connector approvals (§4.13),
+its session is read-only for the owner and its run can only be stopped by operations (§4.16).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.assistant.completion_request import read_completion
 from gateway.assistant.ids import random_id
 from gateway.assistant.preparation import prepare
-from gateway.assistant.run_service import RunService
+from gateway.assistant.run_service import RunService, RunTools
 from gateway.assistant.tool_set import Tool
 from gateway.store.assistant.refused import Refused
-from gateway.store.assistant.rows import RunRow
 from gateway.store.studio.rows import CompanyRow, WorkItemRow
-from gateway.store.studio.studios import find_studio
 from gateway.studio.json_text import JsonTextError, canonical
-from gateway.studio.review_tool import review_tool
+from gateway.studio.run_tools import studio_tools
 
 SESSION_PREFIX = "pcw"
-NO_CHIEF = "Studio has no chief member"
 
 
 class StartFailed(Exception):
@@ -42,6 +40,9 @@ class InternalRuns(Protocol):
     async def start(self, company: CompanyRow, work_item: WorkItemRow, kind: str) -> str: ...
 
     async def stop(self, user_id: int, run_id: str) -> None: ...
+
+    def watch(self, finished: Callable[[str], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+        """Call ``finished(run_id)`` when a run started here ends; returns the unwatch."""
 
 
 def work_message(work_item: WorkItemRow, kind: str) -> str:
@@ -69,13 +70,10 @@ def session_title(work_item: WorkItemRow, kind: str) -> str:
     return f"{prefix}: {work_item.title}"[:200]
 
 
-def completion_body(company: CompanyRow, chief: dict[str, Any], work_item: WorkItemRow,
-                    kind: str) -> dict[str, Any]:
-    """The internal completion of §4.8 (c), led by the chief member (its agent and model)."""
+def completion_body(company: CompanyRow, work_item: WorkItemRow, kind: str) -> dict[str, Any]:
+    """The internal completion of §4.8 (c): ``agent_group`` mode, the studio as the group."""
     body: dict[str, Any] = {
-        "mode": "assistant", "agent_id": str(chief.get("chat_agent_id") or ""),
-        "model": str(chief.get("default_model") or ""),
-        "agent_group_id": company.agent_group_id,
+        "mode": "agent_group", "agent_group_id": company.agent_group_id,
         "session_id": random_id(SESSION_PREFIX), "title": session_title(work_item, kind),
         "messages": [{"role": "user", "content": work_message(work_item, kind)}],
         "connector_approval_mode": "full_access" if company.cloud_sandbox_id else "manual"}
@@ -89,46 +87,53 @@ def completion_body(company: CompanyRow, chief: dict[str, Any], work_item: WorkI
 
 @dataclass
 class AssistantInternalRuns:
-    """``InternalRuns`` through the assistant's run service (§1.8-§1.11).  Review runs get
-    the ``studio_review_work`` tool: their sessions are remembered until the run's tools are
-    built (on this node, which runs what it starts)."""
+    """``InternalRuns`` through the assistant's run service (§1.8-§1.11).  Every studio run
+    gets its studio tools (``run_tools``); review runs also get ``studio_review_work``: their
+    sessions are remembered until the run's tools are built (on this node, which runs what it
+    starts)."""
 
     runs: RunService
     review_sessions: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.runs.tool_hooks.append(self._review_tools)
+        self.runs.tool_hooks.append(self._tools)
 
-    def _review_tools(self, run: RunRow) -> list[Tool]:
-        if run.session_id not in self.review_sessions:
-            return []
-        self.review_sessions.discard(run.session_id)
-        return [review_tool(self.runs.ctx.db, self.runs.ctx.now, run.id)]
+    def _tools(self, hooked: RunTools) -> list[Tool]:
+        review = hooked.run.session_id in self.review_sessions
+        self.review_sessions.discard(hooked.run.session_id)
+        return studio_tools(hooked, review=review)
 
     async def start(self, company: CompanyRow, work_item: WorkItemRow, kind: str) -> str:
         ctx = self.runs.ctx
         user_id = company.owner_user_id
 
-        def build(conn: Any) -> Any:
-            studio = find_studio(conn, user_id, company.agent_group_id)
-            chief = next((m for m in (studio.agents if studio else [])
-                          if m.get("type") == "chief"), None)
-            if chief is None:
-                raise StartFailed(NO_CHIEF)
-            request = read_completion(completion_body(company, chief, work_item, kind))
-            if kind == "review":
-                self.review_sessions.add(request.session_id)
-            return prepare(conn, user_id, request, self.runs.settings, ctx.now())
+        body = completion_body(company, work_item, kind)
 
+        def build(conn: Any) -> Any:
+            return prepare(conn, user_id, read_completion(body), self.runs.settings, ctx.now(),
+                           internal=True)
+
+        if kind == "review":
+            self.review_sessions.add(body["session_id"])
         try:
             prepared = await ctx.db.transaction(build)
             started = await self.runs.start_run(user_id, prepared)
         except Refused as refused:
+            self.review_sessions.discard(body["session_id"])
             raise StartFailed(refused.message) from None
         return str(started["run"]["id"])
 
+    def watch(self, finished: Callable[[str], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+        self.runs.finish_hooks.append(finished)
+
+        def unwatch() -> None:
+            if finished in self.runs.finish_hooks:
+                self.runs.finish_hooks.remove(finished)
+
+        return unwatch
+
     async def stop(self, user_id: int, run_id: str) -> None:
         try:
-            await self.runs.stop(user_id, run_id)
+            await self.runs.stop(user_id, run_id, studio=True)
         except Refused:
             return

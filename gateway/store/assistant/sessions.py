@@ -50,6 +50,12 @@ def _owned(conn: Connection, session_id: str) -> SessionRow | None:
     return row_of(SessionRow, found) if found is not None else None
 
 
+def is_internal(conn: Connection, session_id: str) -> bool:
+    """A studio operations session (§4.16): read-only for its owner."""
+    return bool(conn.execute(select(SESSIONS.c.internal).where(SESSIONS.c.id == session_id))
+                .scalar())
+
+
 def has_active_run(conn: Connection, session_id: str) -> bool:
     return conn.execute(select(RUNS.c.id).where(
         RUNS.c.session_id == session_id, RUNS.c.status.in_(ACTIVE_RUN_STATUSES))

@@ -68,6 +68,51 @@ def executing_attempts(conn: Connection, company_id: int) -> list[AttemptRow]:
     return [row_of(AttemptRow, r) for r in rows]
 
 
+def attempt_of_run(conn: Connection, run_id: str) -> AttemptRow | None:
+    """The attempt a run was made for (None: not a studio run)."""
+    if not run_id:
+        return None
+    found = conn.execute(select(ATTEMPTS).where(ATTEMPTS.c.advanced_chat_run_id == run_id)
+                         .limit(1)).mappings().first()
+    return row_of(AttemptRow, found) if found is not None else None
+
+
+#: attempts that ended before their run did: a review decided by the tool, an attempt
+#: interrupted by a pause or a cancel, a lease that expired
+ENDED_BEFORE_RUN = ("verified", "retryable_failure", "blocked", "cancelled", "dead_letter")
+
+
+def ended_without_cost(conn: Connection, company_id: int, since: datetime) -> list[AttemptRow]:
+    """Attempts that ended since ``since`` with a run whose cost is not recorded yet (the run
+    may still be finishing its last step)."""
+    rows = conn.execute(select(ATTEMPTS).where(
+        ATTEMPTS.c.personal_company_id == company_id,
+        ATTEMPTS.c.status.in_(ENDED_BEFORE_RUN), ATTEMPTS.c.cost_nanos == 0,
+        ATTEMPTS.c.advanced_chat_run_id != "", ATTEMPTS.c.finished_at >= since)
+        .order_by(ATTEMPTS.c.id)).mappings()
+    return [row_of(AttemptRow, r) for r in rows]
+
+
+def add_run_cost(conn: Connection, attempt_id: int, run_id: str, cost_nanos: int,
+                 now: datetime) -> bool:
+    """An attempt that ended before its run (a review decided by the tool, a pause, a cancel,
+    an expired lease): once the run ended, its final cost becomes the attempt's and is added
+    to the item's consumed cost (ledger ``consumption``), once ([P-42])."""
+    if cost_nanos <= 0:
+        return False
+    if not conn.execute(update(ATTEMPTS).where(
+            ATTEMPTS.c.id == attempt_id, ATTEMPTS.c.status.in_(ENDED_BEFORE_RUN),
+            ATTEMPTS.c.cost_nanos == 0).values(cost_nanos=cost_nanos, updated_at=now)
+            ).rowcount:
+        return False
+    found = attempt(conn, attempt_id)
+    conn.execute(update(ITEMS).where(ITEMS.c.id == found.work_item_id).values(
+        consumed_cost_nanos=ITEMS.c.consumed_cost_nanos + cost_nanos, updated_at=now))
+    add_ledger(conn, found.personal_company_id, found.work_item_id, "consumption", cost_nanos,
+               f"run:{run_id}", now)
+    return True
+
+
 def set_item(conn: Connection, item_id: int, from_status: str, now: datetime,
               **values: object) -> bool:
     return bool(conn.execute(update(ITEMS).where(ITEMS.c.id == item_id,

@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
+from gateway.store import schema
 from gateway.store.assistant.refused import conflict, invalid
 from gateway.store.studio import audit
 from gateway.store.studio.control import (
@@ -31,6 +32,16 @@ NEEDS_REVIEWER = "Chief must receive a reviewer delegation result before recordi
 BAD_DECISION = "decision must be verified, needs_revision or blocked"
 NOT_REVIEWING = "This run is not an executing Studio review"
 NO_DECISION = "Reviewer did not record a decision"
+
+
+def reviewer_consulted(conn: Connection, run_id: str) -> bool:
+    """True when the run holds a completed ``agent_task`` of a reviewer member (§4.8): the
+    chief delegated the inspection and got the reviewer's result."""
+    events = schema.assistant_run_events
+    payloads = conn.execute(select(events.c.payload).where(
+        events.c.run_id == run_id, events.c.event == "agent_task")).scalars()
+    return any(isinstance(p, dict) and p.get("agent_type") == "reviewer"
+               and p.get("kind") == "cps" and p.get("status") == "completed" for p in payloads)
 
 
 def review_attempt_of_run(conn: Connection, run_id: str) -> AttemptRow | None:
@@ -93,4 +104,4 @@ def review_run_ended(conn: Connection, attempt_id: int, run_status: str, run_err
     return True
 
 
-__all__ = ["DECISIONS", "record_decision", "review_run_ended"]
+__all__ = ["DECISIONS", "record_decision", "review_run_ended", "reviewer_consulted"]

@@ -59,6 +59,19 @@ def update_studio(conn: Connection, user_id: int, studio: StudioInput, now: date
     return save_studio(conn, user_id, studio, now)
 
 
-def delete_studio(conn: Connection, user_id: int, studio_id: str) -> None:
+def delete_studio(conn: Connection, user_id: int, studio_id: str) -> list[str]:
+    """Delete the studio and its operations record with everything the record holds (work,
+    attempts, ledger, audit: the foreign keys cascade), so a studio created later with the
+    same id starts from a fresh record.  Returns the runs of the record's executing attempts,
+    which the caller stops once this commits."""
     get_studio(conn, user_id, studio_id)
+    companies, attempts = schema.studio_companies, schema.studio_work_attempts
+    mine = (companies.c.owner_user_id == user_id) & (companies.c.agent_group_id == studio_id)
+    runs = [str(run_id) for run_id in conn.execute(
+        select(attempts.c.advanced_chat_run_id)
+        .join(companies, companies.c.id == attempts.c.personal_company_id)
+        .where(mine, attempts.c.status == "executing", attempts.c.advanced_chat_run_id != "")
+    ).scalars()]
+    conn.execute(companies.delete().where(mine))
     conn.execute(TABLE.delete().where(TABLE.c.user_id == user_id, TABLE.c.id == studio_id))
+    return runs
