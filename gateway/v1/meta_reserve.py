@@ -6,7 +6,10 @@ a ``parallel`` or ``judge`` program, the sum of the calls it makes.  Pricing twe
 on every request would cost far more than evaluating the program, so the candidates a caller
 can reach are priced once per catalog snapshot and reduced to the few that can be the dearest:
 with flat token prices, a candidate whose input and output prices are both at most another's
-never costs more, whatever the token counts (``dearest``).
+never costs more, whatever the token counts (``dearest``).  The kept ones become a
+``ReserveRule`` (exact integer arithmetic), cached the same way, so a request pays only for its
+token counts.  A new snapshot -- a meta-model edit, a price change, a model disabled -- starts
+with an empty cache.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from gateway.billing.estimate_reserve import reserve_amount_nanos
 from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.metamodels.compiled import MetaModel
 from gateway.metamodels.worst_case import synthesis_input, worst_case
-from gateway.metering import Priced, price, reserve_for
+from gateway.metering import Priced, price
 from gateway.v1.call import routing_inputs
+from gateway.v1.reserve_rule import ReserveRule
 
 #: per catalog snapshot: (model or meta name, user, groups, key channels, mode) -> the
-#: candidates that can be the dearest (dropped with the snapshot it was computed on)
+#: candidates that can be the dearest, and their ``ReserveRule`` (None: none reachable); both
+#: dropped with the snapshot they were computed on
 _DEAREST: weakref.WeakKeyDictionary[
-    CatalogSnapshot, dict[tuple[Any, ...], tuple[Priced, ...]]] = weakref.WeakKeyDictionary()
+    CatalogSnapshot, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 _DEAREST_PER_SNAPSHOT = 50_000
 
 
@@ -61,6 +66,13 @@ def dearest(options: Iterable[Priced]) -> tuple[Priced, ...]:
     return tuple(kept)
 
 
+_MISSING = object()
+
+
+def _rule(options: tuple[Priced, ...]) -> ReserveRule | None:
+    return ReserveRule(options) if options else None
+
+
 class MetaReserve:
     """The reservation of one caller's meta-model calls on one catalog snapshot."""
 
@@ -76,14 +88,23 @@ class MetaReserve:
             cache = _DEAREST[snapshot] = {}
         self._cache = cache
 
-    def _cached(self, name: str, build: Any) -> tuple[Priced, ...]:
+    def _cached(self, name: str, build: Any) -> Any:
         key = (name, self.user_id, self.group_ids, self.key_channels, self.mode)
-        found = self._cache.get(key)
-        if found is None:
+        found = self._cache.get(key, _MISSING)
+        if found is _MISSING:
             found = build()
             if len(self._cache) < _DEAREST_PER_SNAPSHOT:
                 self._cache[key] = found
         return found
+
+    def model_rule(self, model: str) -> ReserveRule | None:
+        """``model_options`` as a ``ReserveRule`` (None: unreachable)."""
+        return self._cached("\0rule:" + model, lambda: _rule(self.model_options(model)))
+
+    def program_rule(self, meta: MetaModel) -> ReserveRule | None:
+        """``program_options`` as a ``ReserveRule`` (None: it reaches no model)."""
+        return self._cached("\0meta-rule:" + meta.model_name,
+                            lambda: _rule(self.program_options(meta)))
 
     def model_options(self, model: str) -> tuple[Priced, ...]:
         """The dearest candidates of one model for this caller (empty: unreachable)."""
@@ -112,13 +133,12 @@ class MetaReserve:
             return reserve_amount_nanos(meta.prices, input_tokens + extra, max_output,
                                         default_output_reserve=default_output)
         if not meta.fans_out:
-            options = self.program_options(meta)
-            return reserve_for(options, input_tokens, max_output,
-                               default_output) if options else 0
+            rule = self.program_rule(meta)
+            return rule.nanos(input_tokens, max_output, default_output) if rule else 0
 
         def cost_of(model: str, extra_input: int) -> int | None:
-            options = self.model_options(model)
-            return reserve_for(options, input_tokens + extra_input, max_output,
-                               default_output) if options else None
+            rule = self.model_rule(model)
+            return rule.nanos(input_tokens + extra_input, max_output,
+                              default_output) if rule else None
 
         return worst_case(meta.program.root, cost_of, answer_tokens)
