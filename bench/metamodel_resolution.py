@@ -132,8 +132,7 @@ def steps() -> dict[str, Callable[[], object]]:
         "provider": "meta", "provider_name": "Meta Module", "provider_icon_url": "",
         "expose_referenced_models": True, "billing_mode": "actual", "input_price_nanos": 0,
         "output_price_nanos": 0, "cached_input_price_nanos": 0})
-    catalog = snapshot()
-    catalog_with_meta = snapshot([meta])
+    catalog = snapshot([meta])  # the meta model's reservation rule is cached on it
     caller = Caller(user=GatewayUser(id=7, enabled=True, is_admin=False, token_version=0,
                                      primary_group_id=1, memberships=()), key=None, ip="")
     request = parse_client_request("chat", BODY)
@@ -174,10 +173,10 @@ def steps() -> dict[str, Callable[[], object]]:
         # the non-meta path's resolve step for the same body naming a real model: the name,
         # the meta-model lookup, the caller's candidates priced, and their reservation
         model = normalize_model_name(plain.model)
-        assert catalog_with_meta.meta_models.get(model) is None
-        inputs = routing_inputs(catalog_with_meta, model, 7, (1,), ())
+        assert catalog.meta_models.get(model) is None
+        inputs = routing_inputs(catalog, model, 7, (1,), ())
         assert inputs is not None
-        priced = [price(c, catalog_with_meta, (1,), "min") for c in inputs.by_config.values()]
+        priced = [price(c, catalog, (1,), "min") for c in inputs.by_config.values()]
         return reserve_for(priced, plain.estimated_input_tokens, plain.max_output_tokens, 4096)
 
     return {"baseline": baseline_step, "variables": variables_step,

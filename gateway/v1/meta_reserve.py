@@ -102,7 +102,11 @@ class MetaReserve:
         return self._cached("\0rule:" + model, lambda: _rule(self.model_options(model)))
 
     def program_rule(self, meta: MetaModel) -> ReserveRule | None:
-        """``program_options`` as a ``ReserveRule`` (None: it reaches no model)."""
+        """``program_options`` as a ``ReserveRule`` (None: it reaches no model).  Cached by
+        name only for the meta model this snapshot holds (a request that began on an older
+        snapshot gets its own program's rule, uncached)."""
+        if self.snapshot.meta_models.get(meta.model_name) is not meta:
+            return _rule(self.program_options(meta))
         return self._cached("\0meta-rule:" + meta.model_name,
                             lambda: _rule(self.program_options(meta)))
 
@@ -118,9 +122,14 @@ class MetaReserve:
         return self._cached(model, build)
 
     def program_options(self, meta: MetaModel) -> tuple[Priced, ...]:
-        """The dearest candidates over every model a one-call program can reach."""
-        return self._cached("\0meta:" + meta.model_name, lambda: dearest(
-            option for model in meta.referenced for option in self.model_options(model)))
+        """The dearest candidates over every model a one-call program can reach (cached for
+        the meta model this snapshot holds)."""
+        def build() -> tuple[Priced, ...]:
+            return dearest(option for model in meta.referenced
+                           for option in self.model_options(model))
+        if self.snapshot.meta_models.get(meta.model_name) is not meta:
+            return build()
+        return self._cached("\0meta:" + meta.model_name, build)
 
     def nanos(self, meta: MetaModel, input_tokens: int, max_output: int | None,
               default_output: int) -> int:
