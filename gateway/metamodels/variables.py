@@ -100,11 +100,27 @@ def _messages(body: Mapping[str, Any]) -> list[Any]:
     return list(body["input"]) if isinstance(body.get("input"), list) else []
 
 
+#: ``Decimal(str(x))`` of the floats requests send most (temperatures, top_p): a few values
+_FLOATS: dict[float, Decimal] = {}
+_FLOATS_MAX = 1024
+
+
 def _number(value: Any) -> Decimal:
+    if value.__class__ is float:
+        found = _FLOATS.get(value)
+        if found is not None:
+            return found
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return Decimal(0)
     if isinstance(value, int):
         return Decimal(value)  # the value ``Decimal(str(value))`` has, without the string
+    if value.__class__ is float and value == value and value and len(_FLOATS) < _FLOATS_MAX:
+        # (not 0.0: -0.0 is equal to it, but a different ``Decimal``)
+        try:
+            found = _FLOATS[value] = Decimal(str(value))
+        except ArithmeticError:
+            return Decimal(0)
+        return found
     try:
         return Decimal(str(value))
     except ArithmeticError:
@@ -190,6 +206,22 @@ class RequestVariables(dict[str, Any]):
                 return False
         return not self.keys_found.isdisjoint(names)
 
+    @staticmethod
+    def has_key_producer(names: frozenset[str]) -> Callable[[RequestVariables], bool]:
+        """``has_key(names)`` as one function of the mapping (a variable's producer)."""
+        search = _QUOTED[names].search
+
+        def has(variables: RequestVariables) -> bool:
+            raw = variables.raw
+            if raw is not None:
+                escaped = variables._escaped
+                if escaped is None:
+                    escaped = variables._escaped = b"\\u" in raw
+                if not escaped and search(raw) is None:
+                    return False
+            return not variables.keys_found.isdisjoint(names)
+        return has
+
     def input_tokens(self) -> Decimal:
         return Decimal(tokens_for_bytes(self.raw_size))
 
@@ -231,19 +263,10 @@ class RequestVariables(dict[str, Any]):
         return Decimal(len(tools) if isinstance(tools, list) else 0)
 
     def total_estimated_tokens(self) -> Decimal:
-        return self.input_tokens() + self.max_output_tokens()
+        return Decimal(tokens_for_bytes(self.raw_size)) + self.max_output_tokens()
 
     def message_count(self) -> Decimal:
         return Decimal(len(self.messages))
-
-    def has_image(self) -> bool:
-        return self.has_key(IMAGE_KEYS)
-
-    def has_audio(self) -> bool:
-        return self.has_key(AUDIO_KEYS)
-
-    def has_tools(self) -> bool:
-        return self.has_key(TOOL_KEYS)
 
     def stream(self) -> bool:
         return self.body.get("stream") is True
@@ -263,9 +286,9 @@ _REQUEST: dict[str, Callable[[RequestVariables], Any]] = {
     "request.text": RequestVariables.text,
     "request.last_user_message": RequestVariables.last_user_message,
     "request.system": RequestVariables.system,
-    "request.has_image": RequestVariables.has_image,
-    "request.has_audio": RequestVariables.has_audio,
-    "request.has_tools": RequestVariables.has_tools,
+    "request.has_image": RequestVariables.has_key_producer(IMAGE_KEYS),
+    "request.has_audio": RequestVariables.has_key_producer(AUDIO_KEYS),
+    "request.has_tools": RequestVariables.has_key_producer(TOOL_KEYS),
     "request.tool_count": RequestVariables.tool_count,
     "request.stream": RequestVariables.stream,
     "request.temperature": RequestVariables.temperature,

@@ -122,11 +122,6 @@ async def _variables(ctx: GatewayContext, caller: Caller, meta: MetaModel,
     return variables
 
 
-def _group(snapshot: CatalogSnapshot, caller: Caller) -> str:
-    group = snapshot.groups.get(caller.user.primary_group_id)
-    return group.name if group is not None else ""
-
-
 def _quota_limit(caller: Caller, personal: bool) -> Decimal:
     limit = caller.key.quota_limit_nanos if caller.key is not None else 0
     return Decimal(-1) if personal else from_nanos(limit) if limit > 0 else Decimal(0)
@@ -141,7 +136,8 @@ def _is_admin(variables: CallVariables) -> bool:
 
 
 def _user_group(variables: CallVariables) -> str:
-    return _group(variables.snapshot, variables.caller)
+    group = variables.snapshot.groups.get(variables.caller.user.primary_group_id)
+    return group.name if group is not None else ""
 
 
 def _key_name(variables: CallVariables) -> str:
