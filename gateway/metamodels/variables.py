@@ -9,7 +9,6 @@ its first true branch, so the variables of the branches after it are never compu
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -139,11 +138,25 @@ def _system(body: Mapping[str, Any], messages: list[Any]) -> str:
     return ""
 
 
-def _quoted(names: frozenset[str]) -> re.Pattern[bytes]:
-    """A search for any of ``names`` as a JSON key (``"name"``): one pass over the raw body
-    instead of one per name."""
-    spelled = "|".join(re.escape(name) for name in sorted(names))
-    return re.compile(rb'"(?:' + spelled.encode() + rb')"')
+def _shared_start(first: str, second: str) -> str:
+    length = 0
+    while length < min(len(first), len(second)) and first[length] == second[length]:
+        length += 1
+    return first[:length]
+
+
+def _quoted(names: frozenset[str]) -> tuple[bytes, ...]:
+    """What a raw body holds when one of ``names`` is a key in it (``"name"``), as the fewest
+    quoted prefixes (``"image`` covers ``"image"``, ``"image_url"`` and ``"images"``): a
+    substring search each, the fastest scan of a few hundred bytes."""
+    prefixes: list[str] = []
+    for name in sorted(names):  # neighbours sharing 4 or more leading characters merge
+        shared = _shared_start(prefixes[-1], name) if prefixes else ""
+        if len(shared) >= 4:
+            prefixes[-1] = shared
+        else:
+            prefixes.append(name)
+    return tuple(f'"{prefix}'.encode() for prefix in prefixes)
 
 
 _QUOTED = {names: _quoted(names) for names in (IMAGE_KEYS, AUDIO_KEYS, TOOL_KEYS)}
@@ -162,7 +175,7 @@ class RequestVariables(dict[str, Any]):
 
     def __init__(self, body: Mapping[str, Any], raw_size: int, raw: bytes | None = None
                  ) -> None:
-        super().__init__()
+        # (starts empty: ``dict.__new__`` made it so, ``dict.__init__`` has nothing to add)
         self.body = body
         self.raw_size = raw_size
         #: the body as received: lets most bodies answer ``has_*`` without a walk
@@ -197,28 +210,25 @@ class RequestVariables(dict[str, Any]):
         """Whether any of ``names`` is a key anywhere in the body.  A key is in the raw text as
         ``"name"`` unless it was written with ``\\u`` escapes, so a body without either
         answers without being walked."""
-        raw = self.raw
-        if raw is not None:
-            escaped = self._escaped
-            if escaped is None:
-                escaped = self._escaped = b"\\u" in raw
-            if not escaped and _QUOTED[names].search(raw) is None:
-                return False
-        return not self.keys_found.isdisjoint(names)
+        return self.has_key_producer(names)(self)
 
     @staticmethod
     def has_key_producer(names: frozenset[str]) -> Callable[[RequestVariables], bool]:
         """``has_key(names)`` as one function of the mapping (a variable's producer)."""
-        search = _QUOTED[names].search
+        quoted = _QUOTED[names]
 
         def has(variables: RequestVariables) -> bool:
             raw = variables.raw
             if raw is not None:
                 escaped = variables._escaped
-                if escaped is None:
-                    escaped = variables._escaped = b"\\u" in raw
-                if not escaped and search(raw) is None:
-                    return False
+                if escaped is None:  # a backslash is rare: look for the escape only then
+                    escaped = variables._escaped = b"\\" in raw and b"\\u" in raw
+                if not escaped:
+                    for prefix in quoted:
+                        if prefix in raw:
+                            break
+                    else:
+                        return False
             return not variables.keys_found.isdisjoint(names)
         return has
 

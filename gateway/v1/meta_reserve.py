@@ -34,6 +34,10 @@ from gateway.v1.reserve_rule import ReserveRule
 _DEAREST: weakref.WeakKeyDictionary[
     CatalogSnapshot, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 _DEAREST_PER_SNAPSHOT = 50_000
+#: the snapshot the last request used and its entry of ``_DEAREST`` (most requests run on the
+#: same snapshot: this skips making a weak reference per lookup; it keeps at most one
+#: replaced snapshot alive until the next request)
+_LAST: list[Any] = [None, {}]
 
 
 def _flat(priced: Priced) -> tuple[Decimal, Decimal] | None:
@@ -83,9 +87,12 @@ class MetaReserve:
         self.group_ids = tuple(group_ids)
         self.key_channels = tuple(key_channels)
         self.mode = mode
-        cache = _DEAREST.get(snapshot)
-        if cache is None:
-            cache = _DEAREST[snapshot] = {}
+        last_snapshot, cache = _LAST
+        if last_snapshot is not snapshot:
+            cache = _DEAREST.get(snapshot)
+            if cache is None:
+                cache = _DEAREST[snapshot] = {}
+            _LAST[:] = [snapshot, cache]
         self._cache = cache
 
     def _cached(self, name: str, build: Any) -> Any:
