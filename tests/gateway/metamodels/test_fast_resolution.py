@@ -158,7 +158,15 @@ BODIES: list[dict[str, Any]] = [
     {"prompt": "just text", "max_tokens": 1.5, "temperature": True},
     {"messages": [{"role": "user", "content": "no \\u escapes here"}],
      "image\u005furl": 1},
+    # keys the raw scan must not miss, values it must not take for keys
+    {"tool_choice": "auto", "messages": [{"role": "user", "content": [{"type": "image"}]}]},
+    {"function_call": {}, "images_extra": 1, "audio_url_x": 2, "messages": []},
+    {"messages": [{"role": "user", "content": "line\nbreak \"tools\" input_audio"}]},
 ]
+#: bodies as sent with ``\\u`` escapes (spelling a key, or only in a value)
+ESCAPED = [b'{"messages": [{"role": "user", "content": [{"\\u0069mage": {}}]}]}',
+           b'{"messages": [{"role": "user", "content": "caf\\u00e9"}], "tools": []}',
+           b'{"\\u0074ool_choice": "none", "messages": []}']
 
 
 class LazyVariablesTests(TestCase):
@@ -172,6 +180,14 @@ class LazyVariablesTests(TestCase):
                 assert type(lazy[name]) is type(eager[name]), (name, body)
             with self.assertRaises(KeyError):
                 lazy["user.balance"]
+        for raw in ESCAPED:
+            body = orjson.loads(raw)
+            eager = request_variables(body, len(raw))
+            lazy = RequestVariables(body, len(raw), raw)
+            for name in ("request.has_image", "request.has_audio", "request.has_tools"):
+                assert lazy[name] == eager[name], (name, raw)
+        assert RequestVariables(orjson.loads(ESCAPED[0]), 1, ESCAPED[0])["request.has_image"]
+        assert RequestVariables(orjson.loads(ESCAPED[2]), 1, ESCAPED[2])["request.has_tools"]
 
     def test_message_texts_keep_every_shape(self) -> None:
         variables = RequestVariables(BODIES[0], 10)
