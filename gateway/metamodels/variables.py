@@ -206,32 +206,6 @@ class RequestVariables(dict[str, Any]):
             _collect_keys(self.body, self._keys)
         return self._keys
 
-    def has_key(self, names: frozenset[str]) -> bool:
-        """Whether any of ``names`` is a key anywhere in the body.  A key is in the raw text as
-        ``"name"`` unless it was written with ``\\u`` escapes, so a body without either
-        answers without being walked."""
-        return self.has_key_producer(names)(self)
-
-    @staticmethod
-    def has_key_producer(names: frozenset[str]) -> Callable[[RequestVariables], bool]:
-        """``has_key(names)`` as one function of the mapping (a variable's producer)."""
-        quoted = _QUOTED[names]
-
-        def has(variables: RequestVariables) -> bool:
-            raw = variables.raw
-            if raw is not None:
-                escaped = variables._escaped
-                if escaped is None:  # a backslash is rare: look for the escape only then
-                    escaped = variables._escaped = b"\\" in raw and b"\\u" in raw
-                if not escaped:
-                    for prefix in quoted:
-                        if prefix in raw:
-                            break
-                    else:
-                        return False
-            return not variables.keys_found.isdisjoint(names)
-        return has
-
     def input_tokens(self) -> Decimal:
         return Decimal(tokens_for_bytes(self.raw_size))
 
@@ -288,6 +262,28 @@ class RequestVariables(dict[str, Any]):
         return ""
 
 
+def _has_key(names: frozenset[str]) -> Callable[[RequestVariables], bool]:
+    """The producer of "is any of ``names`` a key anywhere in the body".  A key is in the raw
+    text as ``"name"`` unless it was written with ``\\u`` escapes, so a body without either
+    answers without being walked."""
+    quoted = _QUOTED[names]
+
+    def has(variables: RequestVariables) -> bool:
+        raw = variables.raw
+        if raw is not None:
+            escaped = variables._escaped
+            if escaped is None:  # a backslash is rare: look for the escape only then
+                escaped = variables._escaped = b"\\" in raw and b"\\u" in raw
+            if not escaped:
+                for prefix in quoted:
+                    if prefix in raw:
+                        break
+                else:
+                    return False
+        return not variables.keys_found.isdisjoint(names)
+    return has
+
+
 _REQUEST: dict[str, Callable[[RequestVariables], Any]] = {
     "request.input_tokens": RequestVariables.input_tokens,
     "request.max_output_tokens": RequestVariables.max_output_tokens,
@@ -296,9 +292,9 @@ _REQUEST: dict[str, Callable[[RequestVariables], Any]] = {
     "request.text": RequestVariables.text,
     "request.last_user_message": RequestVariables.last_user_message,
     "request.system": RequestVariables.system,
-    "request.has_image": RequestVariables.has_key_producer(IMAGE_KEYS),
-    "request.has_audio": RequestVariables.has_key_producer(AUDIO_KEYS),
-    "request.has_tools": RequestVariables.has_key_producer(TOOL_KEYS),
+    "request.has_image": _has_key(IMAGE_KEYS),
+    "request.has_audio": _has_key(AUDIO_KEYS),
+    "request.has_tools": _has_key(TOOL_KEYS),
     "request.tool_count": RequestVariables.tool_count,
     "request.stream": RequestVariables.stream,
     "request.temperature": RequestVariables.temperature,
