@@ -77,6 +77,29 @@ class SubCallMetricsTests(MetaModelCase):
                             outcome="status_4xx") == 1
 
 
+    async def test_a_sub_call_failing_over_counts_the_failover(self) -> None:
+        await self.setup_meta(name="plain")
+        flaky = await self.catalog.model("gpt-flaky")
+        await self.catalog.config(self.channel_id, flaky, upstream="gpt-flaky+fail-503")
+        backup = await self.catalog.channel(self.uc_id, "backup", base_url=self.fake.base_url,
+                                            priority=0)
+        await self.catalog.config(backup, flaky)
+        await self.catalog.announce()
+        await self.create_meta('parallel { call "gpt-flaky"; call "gpt-fake" } '
+                               'synthesize "gpt-fake"')
+        reply = await self.chat("hi")
+        assert reply.status_code == 200
+        scrape = await self.scrape()
+        primary = str(self.channel_id)
+        assert scrape.value("lockgate_upstream_attempts_total", channel=primary,
+                            outcome="status_5xx") == 1
+        assert scrape.value("lockgate_upstream_failovers_total", channel=primary) == 1
+        assert scrape.value("lockgate_upstream_attempts_total", channel=str(backup),
+                            outcome="ok") == 1
+        assert scrape.value("lockgate_upstream_attempts_total", channel=primary,
+                            outcome="ok") == 2
+
+
 class SubCallTraceTests(MetaModelCase):
     def open_app(self, **overrides: Any) -> Any:
         self.collector = Collector()
