@@ -1,14 +1,15 @@
 """A meta model as the gateway holds it: the stored record with its program parsed once.
 
 The catalog snapshot keeps one ``MetaModel`` per enabled meta model, so a request never parses
-source: it evaluates the ready ``Program``.  Everything a request needs to decide the billing
-mode, the meta price set and the listings is precomputed here.
+source: it runs the program compiled into closures (``resolver``, one per program version).
+Everything a request needs to decide the billing mode, the meta price set and the listings is
+precomputed here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -18,6 +19,7 @@ from gateway.metamodels.checks import conditions
 from gateway.metamodels.evaluate import actions, referenced_models
 from gateway.metamodels.parser import parse
 from gateway.metamodels.program import Judge, Parallel, Program
+from gateway.metamodels.resolver import Resolver
 
 ACTUAL, META = "actual", "meta"
 
@@ -44,6 +46,11 @@ class MetaModel:
     variables: frozenset[str]
     #: whether a ``parallel`` or ``judge`` makes the program call more than one model
     fans_out: bool = False
+    #: ``program`` compiled: what a request evaluates (``evaluate.resolve``'s results)
+    resolver: Resolver = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resolver", Resolver(self.program.root))
 
     @property
     def bills_meta(self) -> bool:

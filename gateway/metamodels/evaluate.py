@@ -47,9 +47,11 @@ def _kind(value: Any) -> str:
 
 def holds(condition: Condition, variables: Mapping[str, Any]) -> bool:
     """Whether ``condition`` is true for ``variables``; raises ``EvaluationError``."""
-    if condition.left not in variables:
-        raise EvaluationError(f"Unknown variable: {condition.left}")
-    left, right, operator = variables[condition.left], condition.right.value, condition.operator
+    try:  # not ``in``: a lazy mapping computes a variable when it is first read
+        left = variables[condition.left]
+    except KeyError:
+        raise EvaluationError(f"Unknown variable: {condition.left}") from None
+    right, operator = condition.right.value, condition.operator
     if operator in ("==", "!="):
         same = _kind(left) == _kind(right) and left == right
         return same if operator == "==" else not same

@@ -43,8 +43,8 @@ from gateway.ledger.wallet import PaymentRequired, Reservation, WalletUnavailabl
 from gateway.limits import UserChannelLimit, Verdict, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.observability.log_context import REQUEST_ID
-from gateway.observability.outcomes import attempt_outcome
 from gateway.observability.tracing import Tracing, client_trace_headers
+from gateway.v1.attempt_record import end_attempt
 from gateway.v1.outcome import (
     ClientLeft,
     Outcome,
@@ -293,16 +293,8 @@ class GatewayCall(ABC):
         if channel_id is None and span is None:
             return
         self._attempt_channel = self._attempt_span = None
-        outcome = attempt_outcome(self._response, self._attempt_error, failed)
-        if span is not None:
-            Tracing.end_attempt(span, outcome)
-        metrics = self.ctx.metrics
-        if metrics is None or channel_id is None:
-            return
-        response = self._response
-        if response is not None and response.first_body_at is not None:
-            metrics.first_byte(channel_id, response.first_body_at - self._attempt_started)
-        metrics.attempt(channel_id, outcome)
+        end_attempt(self.ctx, channel_id, span, self._attempt_started, self._response,
+                    self._attempt_error, failed=failed)
 
     # --- exits ----------------------------------------------------------------------------
 

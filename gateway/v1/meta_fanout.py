@@ -30,7 +30,7 @@ from gateway.auth import Caller
 from gateway.errors import GatewayError
 from gateway.ledger.settlement import SettlementRecord
 from gateway.metamodels.compiled import MetaModel
-from gateway.metamodels.evaluate import EvaluationError, Step, resolve
+from gateway.metamodels.evaluate import EvaluationError, Step
 from gateway.metamodels.program import Call, Judge, Parallel
 from gateway.metamodels.variables import JUDGE_ANSWER, request_variables
 from gateway.protocols.answer_text import with_user_message
@@ -96,7 +96,7 @@ class ProgramRun:
         while isinstance(step, Judge):
             self.variables[JUDGE_ANSWER] = await self._judge(step)
             try:
-                step = resolve(step.route, self.variables, self.draw)
+                step = self.meta.resolver.resolve(step.route, self.variables, self.draw)
             except EvaluationError as exc:
                 raise errors.invalid_request(f"Meta model {self.meta.model_name}: {exc}"
                                              ) from None

@@ -6,7 +6,10 @@ a ``parallel`` or ``judge`` program, the sum of the calls it makes.  Pricing twe
 on every request would cost far more than evaluating the program, so the candidates a caller
 can reach are priced once per catalog snapshot and reduced to the few that can be the dearest:
 with flat token prices, a candidate whose input and output prices are both at most another's
-never costs more, whatever the token counts (``dearest``).
+never costs more, whatever the token counts (``dearest``).  The kept ones become a
+``ReserveRule`` (exact integer arithmetic), cached the same way, so a request pays only for its
+token counts.  A new snapshot -- a meta-model edit, a price change, a model disabled -- starts
+with an empty cache.
 """
 
 from __future__ import annotations
@@ -21,14 +24,20 @@ from gateway.billing.estimate_reserve import reserve_amount_nanos
 from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.metamodels.compiled import MetaModel
 from gateway.metamodels.worst_case import synthesis_input, worst_case
-from gateway.metering import Priced, price, reserve_for
+from gateway.metering import Priced, price
 from gateway.v1.call import routing_inputs
+from gateway.v1.reserve_rule import ReserveRule
 
 #: per catalog snapshot: (model or meta name, user, groups, key channels, mode) -> the
-#: candidates that can be the dearest (dropped with the snapshot it was computed on)
+#: candidates that can be the dearest, and their ``ReserveRule`` (None: none reachable); both
+#: dropped with the snapshot they were computed on
 _DEAREST: weakref.WeakKeyDictionary[
-    CatalogSnapshot, dict[tuple[Any, ...], tuple[Priced, ...]]] = weakref.WeakKeyDictionary()
+    CatalogSnapshot, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 _DEAREST_PER_SNAPSHOT = 50_000
+#: the snapshot the last request used and its entry of ``_DEAREST`` (most requests run on the
+#: same snapshot: this skips making a weak reference per lookup; it keeps at most one
+#: replaced snapshot alive until the next request)
+_LAST: list[Any] = [None, {}]
 
 
 def _flat(priced: Priced) -> tuple[Decimal, Decimal] | None:
@@ -61,6 +70,13 @@ def dearest(options: Iterable[Priced]) -> tuple[Priced, ...]:
     return tuple(kept)
 
 
+_MISSING = object()
+
+
+def _rule(options: tuple[Priced, ...]) -> ReserveRule | None:
+    return ReserveRule(options) if options else None
+
+
 class MetaReserve:
     """The reservation of one caller's meta-model calls on one catalog snapshot."""
 
@@ -71,19 +87,35 @@ class MetaReserve:
         self.group_ids = tuple(group_ids)
         self.key_channels = tuple(key_channels)
         self.mode = mode
-        cache = _DEAREST.get(snapshot)
-        if cache is None:
-            cache = _DEAREST[snapshot] = {}
+        last_snapshot, cache = _LAST
+        if last_snapshot is not snapshot:
+            cache = _DEAREST.get(snapshot)
+            if cache is None:
+                cache = _DEAREST[snapshot] = {}
+            _LAST[:] = [snapshot, cache]
         self._cache = cache
 
-    def _cached(self, name: str, build: Any) -> tuple[Priced, ...]:
+    def _cached(self, name: str, build: Any) -> Any:
         key = (name, self.user_id, self.group_ids, self.key_channels, self.mode)
-        found = self._cache.get(key)
-        if found is None:
+        found = self._cache.get(key, _MISSING)
+        if found is _MISSING:
             found = build()
             if len(self._cache) < _DEAREST_PER_SNAPSHOT:
                 self._cache[key] = found
         return found
+
+    def model_rule(self, model: str) -> ReserveRule | None:
+        """``model_options`` as a ``ReserveRule`` (None: unreachable)."""
+        return self._cached("\0rule:" + model, lambda: _rule(self.model_options(model)))
+
+    def program_rule(self, meta: MetaModel) -> ReserveRule | None:
+        """``program_options`` as a ``ReserveRule`` (None: it reaches no model).  Cached by
+        name only for the meta model this snapshot holds (a request that began on an older
+        snapshot gets its own program's rule, uncached)."""
+        if self.snapshot.meta_models.get(meta.model_name) is not meta:
+            return _rule(self.program_options(meta))
+        return self._cached("\0meta-rule:" + meta.model_name,
+                            lambda: _rule(self.program_options(meta)))
 
     def model_options(self, model: str) -> tuple[Priced, ...]:
         """The dearest candidates of one model for this caller (empty: unreachable)."""
@@ -97,9 +129,14 @@ class MetaReserve:
         return self._cached(model, build)
 
     def program_options(self, meta: MetaModel) -> tuple[Priced, ...]:
-        """The dearest candidates over every model a one-call program can reach."""
-        return self._cached("\0meta:" + meta.model_name, lambda: dearest(
-            option for model in meta.referenced for option in self.model_options(model)))
+        """The dearest candidates over every model a one-call program can reach (cached for
+        the meta model this snapshot holds)."""
+        def build() -> tuple[Priced, ...]:
+            return dearest(option for model in meta.referenced
+                           for option in self.model_options(model))
+        if self.snapshot.meta_models.get(meta.model_name) is not meta:
+            return build()
+        return self._cached("\0meta:" + meta.model_name, build)
 
     def nanos(self, meta: MetaModel, input_tokens: int, max_output: int | None,
               default_output: int) -> int:
@@ -112,13 +149,12 @@ class MetaReserve:
             return reserve_amount_nanos(meta.prices, input_tokens + extra, max_output,
                                         default_output_reserve=default_output)
         if not meta.fans_out:
-            options = self.program_options(meta)
-            return reserve_for(options, input_tokens, max_output,
-                               default_output) if options else 0
+            rule = self.program_rule(meta)
+            return rule.nanos(input_tokens, max_output, default_output) if rule else 0
 
         def cost_of(model: str, extra_input: int) -> int | None:
-            options = self.model_options(model)
-            return reserve_for(options, input_tokens + extra_input, max_output,
-                               default_output) if options else None
+            rule = self.model_rule(model)
+            return rule.nanos(input_tokens + extra_input, max_output,
+                              default_output) if rule else None
 
         return worst_case(meta.program.root, cost_of, answer_tokens)

@@ -11,7 +11,7 @@ bills: the resolved model's prices (``actual``) or the meta model's own (``meta`
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -23,9 +23,9 @@ from gateway.catalog.snapshot import CatalogSnapshot
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.metamodels.compiled import MetaModel
-from gateway.metamodels.evaluate import EvaluationError, resolve
+from gateway.metamodels.evaluate import EvaluationError
 from gateway.metamodels.program import Call
-from gateway.metamodels.variables import request_variables
+from gateway.metamodels.variables import RequestVariables
 from gateway.metering import Priced
 from gateway.protocols.request import ClientRequest
 from gateway.store.meta_models import account_numbers
@@ -89,7 +89,7 @@ async def route_meta(call: TextCall, caller: Caller, meta: MetaModel,
     ctx = call.ctx
     variables = await _variables(ctx, caller, meta, client_request)
     try:
-        step = resolve(meta.program.root, variables, draw)
+        step = meta.resolver.root(variables, draw)
     except EvaluationError as exc:
         raise errors.invalid_request(f"Meta model {meta.model_name}: {exc}") from None
     reserve = _reserve(ctx, caller, meta, client_request)
@@ -107,10 +107,9 @@ async def route_meta(call: TextCall, caller: Caller, meta: MetaModel,
 
 
 async def _variables(ctx: GatewayContext, caller: Caller, meta: MetaModel,
-                     client_request: ClientRequest) -> dict[str, Any]:
+                     client_request: ClientRequest) -> CallVariables:
     personal = ctx.settings.text("system_mode") == "personal"
-    variables = call_variables(ctx.catalog.snapshot, caller, client_request, personal,
-                               meta.variables)
+    variables = call_variables(ctx.catalog.snapshot, caller, client_request, personal)
     if meta.variables & ACCOUNT_VARIABLES:
         key = caller.key
         quota_limit = key.quota_limit_nanos if key is not None else 0
@@ -123,39 +122,61 @@ async def _variables(ctx: GatewayContext, caller: Caller, meta: MetaModel,
     return variables
 
 
-def _group(snapshot: CatalogSnapshot, caller: Caller) -> str:
-    group = snapshot.groups.get(caller.user.primary_group_id)
-    return group.name if group is not None else ""
-
-
 def _quota_limit(caller: Caller, personal: bool) -> Decimal:
     limit = caller.key.quota_limit_nanos if caller.key is not None else 0
     return Decimal(-1) if personal else from_nanos(limit) if limit > 0 else Decimal(0)
 
 
-#: the caller's variables of §6.3 (the two in ``ACCOUNT_VARIABLES`` are read by ``_variables``)
-_CALLER: dict[str, Callable[[CatalogSnapshot, Caller, bool], Any]] = {
-    "user.id": lambda snapshot, caller, personal: Decimal(caller.user.id),
-    "user.is_admin": lambda snapshot, caller, personal: caller.user.is_admin,
-    "user.group": lambda snapshot, caller, personal: _group(snapshot, caller),
-    "api_key.name": lambda snapshot, caller, personal: (
-        caller.key.name if caller.key is not None else ""),
-    "api_key.quota_limit": lambda snapshot, caller, personal: _quota_limit(caller, personal),
-}
+def _user_id(variables: CallVariables) -> Decimal:
+    return Decimal(variables.caller.user.id)
+
+
+def _is_admin(variables: CallVariables) -> bool:
+    return variables.caller.user.is_admin
+
+
+def _user_group(variables: CallVariables) -> str:
+    group = variables.snapshot.groups.get(variables.caller.user.primary_group_id)
+    return group.name if group is not None else ""
+
+
+def _key_name(variables: CallVariables) -> str:
+    key = variables.caller.key
+    return key.name if key is not None else ""
+
+
+def _key_quota_limit(variables: CallVariables) -> Decimal:
+    return _quota_limit(variables.caller, variables.personal)
+
+
+class CallVariables(RequestVariables):
+    """The variables of §6.3 but the two read from the database (``ACCOUNT_VARIABLES``),
+    each computed when a condition first reads it (a route stops at its first true branch)."""
+
+    __slots__ = ("caller", "personal", "snapshot")
+
+    #: the request's variables and the caller's
+    PRODUCERS: dict[str, Callable[[Any], Any]] = {
+        **RequestVariables.PRODUCERS,
+        "user.id": _user_id,
+        "user.is_admin": _is_admin,
+        "user.group": _user_group,
+        "api_key.name": _key_name,
+        "api_key.quota_limit": _key_quota_limit,
+    }
+
+    def __init__(self, snapshot: CatalogSnapshot, caller: Caller,
+                 client_request: ClientRequest, personal: bool) -> None:
+        super().__init__(client_request.body, len(client_request.raw), client_request.raw)
+        self.snapshot, self.caller, self.personal = snapshot, caller, personal
+        # the stream flag of a model-action call is in its path, not its body
+        self["request.stream"] = client_request.stream
 
 
 def call_variables(snapshot: CatalogSnapshot, caller: Caller, client_request: ClientRequest,
-                   personal: bool, wanted: Iterable[str] | None = None) -> dict[str, Any]:
-    """The variables of §6.3 but the two read from the database (``ACCOUNT_VARIABLES``);
-    only those in ``wanted`` when given (what the program reads: each one costs)."""
-    names = list(_CALLER) if wanted is None else [n for n in wanted if n in _CALLER]
-    variables = request_variables(client_request.body, len(client_request.raw), wanted,
-                                  client_request.raw)
-    # the stream flag of a model-action call is in its path, not its body
-    variables["request.stream"] = client_request.stream
-    for name in names:
-        variables[name] = _CALLER[name](snapshot, caller, personal)
-    return variables
+                   personal: bool) -> CallVariables:
+    """The variables a program reads for this request, computed as it reads them."""
+    return CallVariables(snapshot, caller, client_request, personal)
 
 
 def _reserve(ctx: GatewayContext, caller: Caller, meta: MetaModel,

@@ -5,9 +5,11 @@ failover before anything was read, the user channel's rate limit, and the upstre
 route family uses (``guard_url``, ``open_upstream``, ``upstream_refusal`` of
 ``gateway.v1.call``: SSRF check, request, channel health, refusal mapping) -- and its own
 usage-log row ``<client request id>.<n>`` (n in start order) carrying the called model, made
-from the sub-call's ``Outcome`` by ``settlement_record``.  In ``actual`` billing mode that row
-carries the call's cost; in ``meta`` mode it costs 0 and keeps the token counts (the client's
-own row carries the meta price).
+from the sub-call's ``Outcome`` by ``settlement_record``.  Each attempt is counted in the
+per-attempt metrics and traced as a span of the client call (``attempt_record``), like the
+call's own; a started stream's attempt is counted when its head arrives.  In ``actual``
+billing mode that row carries the call's cost; in ``meta`` mode it costs 0 and keeps the
+token counts (the client's own row carries the meta price).
 The client's reservation already holds the worst case of every call the program can make, so
 a sub-call reserves nothing of its own.
 
@@ -33,11 +35,13 @@ from gateway.errors import GatewayError
 from gateway.limits import UserChannelLimit, global_identity
 from gateway.metamodels.compiled import MetaModel
 from gateway.metering import Priced, RequestLog, fallback_usage
+from gateway.observability.tracing import client_trace_headers
 from gateway.protocols.answer_text import answer_text
 from gateway.protocols.errors import ProtocolError, UpstreamFormatError
 from gateway.protocols.estimate import estimate_tokens
 from gateway.protocols.request import ClientRequest
 from gateway.protocols.translate import Translator, make_translator
+from gateway.v1.attempt_record import AttemptRecord
 from gateway.v1.call import (
     ClientLeftError,
     guard_url,
@@ -170,17 +174,22 @@ class SubCalls:
     async def _attempts(self, answer: SubAnswer, request: ClientRequest, *,
                         whole: bool) -> None:
         last: GatewayError = errors.no_channel()
+        metrics = self.ctx.metrics
+        failed_channel: int | None = None
         try:
             for priced in await self._plan(answer.model):
                 if self.cancelled:
                     last = cancelled_error()
                     break
+                if failed_channel is not None and metrics is not None:
+                    metrics.failover(failed_channel)
                 answer.log.priced = priced
                 try:
                     await self._attempt(answer, priced, request, whole)
                     return
                 except _Retry as retry:
                     last = retry.error
+                    failed_channel = priced.candidate.channel.id
         except GatewayError as error:
             last = error
         answer.error = last
@@ -206,7 +215,7 @@ class SubCalls:
 
     async def _attempt(self, answer: SubAnswer, priced: Priced, request: ClientRequest,
                        whole: bool) -> None:
-        ctx, log = self.ctx, answer.log
+        ctx = self.ctx
         channel = priced.candidate.channel
         channel_type = normalise_channel_type(channel.type)
         upstream_model = priced.candidate.upstream_model
@@ -221,17 +230,36 @@ class SubCalls:
             raise _Retry(GatewayError(exc.status, exc.message, type=exc.type)) from None
         url = join(channel.base_url, translator.upstream_path().decode())
         guard_url(ctx, url)
+        # counted and traced as the call's own attempts are (a started stream: up to its head)
+        record = AttemptRecord.begin(ctx, self.call._span, channel.id)
+        try:
+            await self._exchange(answer, priced, request, whole, translator, url, record)
+        except BaseException:
+            record.end(failed=True)
+            raise
+        record.end(failed=False)
+
+    async def _exchange(self, answer: SubAnswer, priced: Priced, request: ClientRequest,
+                        whole: bool, translator: Translator, url: str,
+                        record: AttemptRecord) -> None:
+        """One attempt's request and answer (whole, or up to the head of a stream)."""
+        ctx, log = self.ctx, answer.log
+        channel = priced.candidate.channel
+        headers = json_headers(normalise_channel_type(channel.type), channel.api_key)
+        headers.update(record.trace_headers() or client_trace_headers(self.call.request) or {})
         try:
             response = await open_upstream(
-                ctx, log, channel, url, json_headers(channel_type, channel.api_key),
-                translator.upstream_body(), ctx.timeouts.first_byte,
-                hold=self._holder(), left=lambda: self.cancelled)
-        except ClientLeftError:
-            raise cancelled_error() from None
+                ctx, log, channel, url, headers, translator.upstream_body(),
+                ctx.timeouts.first_byte, hold=self._holder(), left=lambda: self.cancelled)
         except GatewayError as failed:
+            if isinstance(failed.__cause__, UpstreamError):
+                record.error = failed.__cause__
+            if isinstance(failed, ClientLeftError):
+                raise cancelled_error() from None
             if isinstance(failed.__cause__, UpstreamError):
                 raise _Retry(failed) from None
             raise
+        record.response = response
         if response.code >= 400:
             refusal = await upstream_refusal(ctx, log, channel, response)
             if refusal.retryable:
