@@ -249,7 +249,7 @@ async def start_lockgate(args: argparse.Namespace, tmp: Path, up_port: int,
     gw_port = free_port()
     gateway = start_gateway(tmp, gw_port, cpu, args.profile, args.plant_slowdown)
     procs.append(gateway)
-    if not wait_http(gw_port, "/healthz", 30):
+    if not wait_http(gw_port, "/healthz", 120):  # a busy machine starts it slowly
         log = (tmp / "twistd.log").read_text(errors="replace")[-2000:] if (
             tmp / "twistd.log").exists() else ""
         results["notes"].append("gateway not ready: twistd did not answer /healthz. " + log)
@@ -421,6 +421,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\ngateway profile ({args.profile}), top functions by own time:")
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
     summary = results.get("summary") or {}
+    missing = [name for name, figures in summary.items() if figures["median"] is None]
+    if args.write_baseline and missing:
+        raise SystemExit(f"baseline not written: {', '.join(missing)} not measured")
     if args.write_baseline:
         Path(args.baseline).write_text(json.dumps(baseline_check.baseline_from(summary, {
             "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
