@@ -6,8 +6,13 @@ read it), one ``treq.request`` over a persistent ``HTTPConnectionPool`` to a sin
 and the answer relayed back -- a whole body with its length, a stream chunk by chunk as it
 arrives.  Its access log is twisted.web's own (one combined-format line per request, written to
 ``--access-log``, as Lockgate's goes to a real file under the bench).  No limits, routing or
-billing.  Issue 22 sets Lockgate's target against
-this column (CPU per request <= 0.8x of it, with everything on), measured in the same run.
+billing.  Issue 22 sets Lockgate's target against this column (CPU per request <= 0.8x of it,
+with everything on), measured in the same run.
+
+Like most such proxies it cancels an upstream request when the client hangs up before the
+answer's head, but keeps reading a stream whose client left (cancelling ``treq.collect`` does
+not close the connection, DESIGN.md): its slow-stream "upstream fds after hang-up" figure
+shows that.
 
     python bench/treq_proxy.py --port 9300 --upstream http://127.0.0.1:9100 --key sk-bench \
         [--access-log /tmp/treq-access.log]
