@@ -59,9 +59,16 @@ def _id(step: str, payload: Any) -> int:
     raise ProvisionError(step, 200, "no id in answer: " + json.dumps(payload)[:300])
 
 
+#: with ``limits``: both rate limiters on (so every request is counted, as in production), at
+#: a capacity no benchmark phase reaches
+LIMIT_RPM = 1_000_000  # the settings maximum; the bench stays far below it
+
+
 def provision(host: str, port: int, upstream_base: str,
-              models: dict[str, str]) -> tuple[str, list[str]]:
-    """Returns (API key, log lines).  ``models`` maps public model -> upstream model name."""
+              models: dict[str, str], limits: bool = False) -> tuple[str, list[str]]:
+    """Returns (API key, log lines).  ``models`` maps public model -> upstream model name;
+    ``limits``: the global and the user channel's rate limit count every call (``LIMIT_RPM``)
+    instead of being off."""
     log: list[str] = []
     console = Console(host, port)
     setup = console.call("POST /api/setup", "POST", "/api/setup", {
@@ -71,18 +78,25 @@ def provision(host: str, port: int, upstream_base: str,
     log.append(f"admin user {admin_id}")
     # the bench upstream is on loopback, which the SSRF policy refuses by default; the global
     # rate limiter (60/min by default) would turn the benchmark into a 429 benchmark
-    settings = {"ssrf_allow_private_networks": True, "rate_limit_enabled": False}
+    settings: dict[str, Any] = {"ssrf_allow_private_networks": True,
+                                "rate_limit_enabled": limits}
+    if limits:
+        settings.update(rate_limit_requests_per_minute=LIMIT_RPM, rate_limit_burst=0)
     try:
         console.call("PUT /api/settings", "PUT", "/api/settings", settings)
     except ProvisionError:
         console.call("PUT /api/settings", "PUT", "/api/settings",
                      {k: str(v).lower() for k, v in settings.items()})
-    user_channel_body = {"name": "bench", "routing_algorithm": "priority", "enabled": True,
-                         "rate_limit_enabled": False}
+    user_channel_body: dict[str, Any] = {"name": "bench", "routing_algorithm": "priority",
+                                         "enabled": True, "rate_limit_enabled": limits}
+    if limits:
+        user_channel_body.update(rate_limit_requests_per_minute=LIMIT_RPM, rate_limit_burst=0)
     try:
         created_uc = console.call("POST /api/user-channels", "POST", "/api/user-channels",
                                   user_channel_body)
     except ProvisionError:
+        if limits:
+            raise
         user_channel_body.pop("rate_limit_enabled")
         created_uc = console.call("POST /api/user-channels", "POST", "/api/user-channels",
                                   user_channel_body)
@@ -92,7 +106,8 @@ def provision(host: str, port: int, upstream_base: str,
             "name": "bench-upstream", "type": "compat", "base_url": upstream_base,
             "api_key": "sk-bench-upstream", "user_channel_id": user_channel,
             "priority": 1, "weight": 1, "enabled": True}))
-    log.append(f"user channel {user_channel}, upstream channel {channel}")
+    log.append(f"user channel {user_channel}, upstream channel {channel}, rate limits "
+               + (f"on at {LIMIT_RPM}/min" if limits else "off"))
     for public, upstream in models.items():
         model_id = _id("POST /api/models", console.call(
             "POST /api/models", "POST", "/api/models", {

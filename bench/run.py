@@ -1,11 +1,15 @@
-"""One benchmark run: the same load directly against the upstream and through Lockgate.
+"""One benchmark run: the same load directly, through two reference proxies and through Lockgate.
 
-Starts ``bench/upstream.py`` and a real ``twistd -n lockgate`` (on a temporary SQLite file,
-pinned to CPU 0 with ``taskset`` when available), provisions the gateway through its console
-API, then runs every phase against both targets and prints a table (and writes JSON).  See
-bench/README.md for what each figure means.
+Starts ``bench/upstream.py``, the relay floor (``bench/relay_floor.py``), the bare treq proxy
+(``bench/treq_proxy.py``) and a real ``twistd -n lockgate`` (on a temporary SQLite file), every
+thread of each measured process pinned to CPU 0 (``taskset -a``; the driver and the upstream
+on the other CPUs), provisions the gateway through its console API, then runs every phase
+against each column and prints a table, the ratios Lockgate / treq and Lockgate / floor, and
+(``--repeat K``) each of K alternating runs plus the spread.  ``--check`` compares the ratios
+with ``bench/baseline.json`` and exits 1 on a regression.  See bench/README.md.
 
     .venv/bin/python bench/run.py [--duration 5] [--streams 500] [--slow-streams 2000]
+    .venv/bin/python bench/run.py --repeat 3 --slow-streams 0 --check
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import baseline_check
 from load import build_request, closed_loop, hold_streams, percentile, streams
 from provision import ProvisionError, provision
+from report import ratio_table, table
 
 HERE = Path(__file__).resolve().parent
 #: public model (gateway) -> upstream model name; the direct target uses the right-hand side
@@ -79,6 +85,23 @@ def pinned(command: list[str], cpu: str | None) -> list[str]:
     if cpu is not None and shutil.which("taskset"):
         return ["taskset", "-c", cpu, *command]
     return command
+
+
+def pin_all_threads(pid: int, cpu: str | None) -> dict[str, Any]:
+    """``taskset -a -p``: every thread of ``pid`` (the database and DNS threads too) on
+    ``cpu``; threads started later inherit it.  Returns what /proc says afterwards."""
+    if cpu is None or not shutil.which("taskset"):
+        return {"pinned": False, "why": "one CPU or no taskset"}
+    subprocess.run(["taskset", "-a", "-p", "-c", cpu, str(pid)],  # noqa: S603, S607
+                   check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    allowed = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/status") as status:
+            for line in status:
+                if line.startswith("Cpus_allowed_list:"):
+                    allowed.add(line.split()[1])
+    return {"pinned": allowed == {cpu}, "threads": len(os.listdir(f"/proc/{pid}/task")),
+            "cpus_allowed": sorted(allowed)}
 
 
 def wait_http(port: int, path: str, seconds: float) -> bool:
@@ -137,6 +160,8 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
             "p50_ms": ms(percentile(r.latencies, 50)), "p99_ms": ms(percentile(r.latencies, 99)),
             "statuses": r.statuses, "first_error": r.first_error}
 
+    if args.streams <= 0:
+        return out
     print(f"  [{target}] {args.streams} concurrent streams", flush=True)
     s = await streams(host, port, req(models["stream"], True), args.streams)
     out["streams"] = {
@@ -145,6 +170,8 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
         "done_p50_ms": ms(percentile(s.completion, 50)),
         "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
 
+    if args.slow_streams <= 0:
+        return out
     watched = pid if pid is not None else upstream_pid
     await asyncio.sleep(1.0)
     baseline = rss_kib(watched)
@@ -178,11 +205,15 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
     return out
 
 
-def start_gateway(tmp: Path, port: int, cpu: str | None,
-                  profile: str | None) -> subprocess.Popen[bytes]:
-    twistd = Path(sys.executable).parent / "twistd"
+def start_gateway(tmp: Path, port: int, cpu: str | None, profile: str | None,
+                  plant_us: float = 0.0) -> subprocess.Popen[bytes]:
+    """``twistd -n lockgate`` on a fresh SQLite file; with ``plant_us`` through
+    ``bench/planted_twistd.py`` (every /v1 request burns that much more CPU)."""
+    twistd = [str(Path(sys.executable).parent / "twistd")]
+    if plant_us:
+        twistd = [sys.executable, str(HERE / "planted_twistd.py"), str(plant_us)]
     profiling = [f"--profile={profile}", "--profiler=cprofile", "--savestats"] if profile else []
-    command = pinned([str(twistd), "-n", "--pidfile=", "-l", str(tmp / "twistd.log"),
+    command = pinned([*twistd, "-n", "--pidfile=", "-l", str(tmp / "twistd.log"),
                       *profiling, "lockgate", "--listen", f"tcp:{port}:interface=127.0.0.1",
                       "--database", f"sqlite:///{tmp / 'bench.sqlite3'}",
                       "--secret-file", str(tmp / "secret"),
@@ -199,55 +230,47 @@ def raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-TARGETS = (("direct", "direct"), ("floor", "relay floor"), ("gateway", "lockgate"))
+#: the one bearer key of the treq proxy
+TREQ_KEY = "sk-bench-treq-reference"
 
 
-def table(results: dict[str, Any]) -> str:
-    rows = [("figure", *(label for _, label in TARGETS))]
-
-    def row(label: str, *keys: str) -> None:
-        cells = []
-        for name, _ in TARGETS:
-            value: Any = results.get(name) or {}
-            for key in keys:
-                value = value.get(key) if isinstance(value, dict) else None
-            cells.append("-" if value is None else str(value))
-        rows.append((label, *cells))
-
-    for c in (1, 32):
-        for key, label in (("req_per_s", "req/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),
-                           ("cpu_ms_per_req", "CPU ms/req"),
-                           ("req_per_cpu_s", "req per CPU-second"), ("errors", "errors")):
-            row(f"non-stream c={c} {label}", f"json_c{c}", key)
-    for key, label in (("completed", "completed"), ("ttfb_p50_ms", "TTFB p50 ms"),
-                       ("ttfb_p99_ms", "TTFB p99 ms"), ("done_p50_ms", "done p50 ms"),
-                       ("done_p99_ms", "done p99 ms"), ("errors", "errors")):
-        row(f"{results['config']['streams']} streams {label}", "streams", key)
-    for key, label in (("open_at_peak", "open"), ("rss_per_stream_kib", "RSS KiB/stream"),
-                       ("rss_peak_kib", "RSS peak KiB"),
-                       ("upstream_fds_after_hangup", "upstream fds after hang-up"),
-                       ("upstream_closed_after_s", "upstream closed after s")):
-        row(f"slow streams {label}", "slow_streams", key)
-    width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width[i]) for i, cell in enumerate(r)) for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in width))
-    return "\n".join(lines)
+def start_reference(script: str, port: int, up_port: int, cpu: str | None,
+                    *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(pinned(  # noqa: S603
+        [sys.executable, str(HERE / script), "--port", str(port),
+         "--upstream", f"http://127.0.0.1:{up_port}", *extra], cpu),
+        stdout=subprocess.DEVNULL)
 
 
-async def measure_floor(args: argparse.Namespace, up_port: int, upstream_pid: int,
-                        cpu: str | None, models: dict[str, str]) -> dict[str, Any] | None:
-    """The bare relay (bench/relay_floor.py) on the gateway's CPU."""
-    port = free_port()
-    floor = subprocess.Popen(pinned(  # noqa: S603
-        [sys.executable, str(HERE / "relay_floor.py"), "--port", str(port),
-         "--upstream", f"http://127.0.0.1:{up_port}"], cpu))
+async def start_lockgate(args: argparse.Namespace, tmp: Path, up_port: int,
+                         cpu: str | None, results: dict[str, Any],
+                         procs: list[subprocess.Popen[bytes]]) -> tuple[int, str] | None:
+    """Start and provision the gateway; (port, API key), or None with the reason noted."""
+    gw_port = free_port()
+    gateway = start_gateway(tmp, gw_port, cpu, args.profile, args.plant_slowdown)
+    procs.append(gateway)
+    if not wait_http(gw_port, "/healthz", 120):  # a busy machine starts it slowly
+        log = (tmp / "twistd.log").read_text(errors="replace")[-2000:] if (
+            tmp / "twistd.log").exists() else ""
+        results["notes"].append("gateway not ready: twistd did not answer /healthz. " + log)
+        return None
+    print(f"gateway on :{gw_port} (pid {gateway.pid}, log {tmp / 'twistd.log'})", flush=True)
     try:
-        if not wait_http(port, "/", 15):
-            return None
-        return await measure("floor", port, None, models, args, floor.pid, upstream_pid)
-    finally:
-        floor.terminate()
-        floor.wait(10)
+        key, log_lines = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}",
+                                   MODELS, limits=not args.no_limits)
+        results["notes"].extend(log_lines)
+    except ProvisionError as exc:
+        results["notes"].append(f"gateway not ready: provisioning failed at {exc}")
+        return None
+    probe = await closed_loop("127.0.0.1", gw_port, build_request(
+        "127.0.0.1", gw_port, "/v1/chat/completions", chat_body("bench-json", False), key),
+        1, 0.01)
+    if probe.requests == 0:
+        results["notes"].append(
+            "gateway not ready: /v1/chat/completions answered "
+            f"{probe.statuses or 'nothing'} {probe.first_error[:300]}")
+        return None
+    return gw_port, key
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -260,58 +283,69 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="lockgate-bench-"))
     results: dict[str, Any] = {"config": {
         "duration_s": args.duration, "streams": args.streams, "slow_streams": args.slow_streams,
-        "cpus": cpus, "gateway_cpu": gateway_cpu, "models": MODELS}, "notes": []}
+        "repeat": args.repeat, "warmup_s": args.warmup, "cpus": cpus,
+        "measured_cpu": gateway_cpu, "limits": not args.no_limits,
+        "plant_slowdown_us": args.plant_slowdown, "models": MODELS},
+        "runs": [], "pinning": {}, "notes": []}
     up_port = args.upstream_port or free_port()
     upstream = subprocess.Popen(  # noqa: S603
         [sys.executable, str(HERE / "upstream.py"), "--port", str(up_port)],
         stdout=subprocess.DEVNULL)
-    gateway: subprocess.Popen[bytes] | None = None
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         if not wait_http(up_port, "/v1/models", 15):
             raise SystemExit("bench upstream did not start")
         print(f"upstream on :{up_port} (pid {upstream.pid})", flush=True)
         direct_models = {"json": MODELS["bench-json"], "stream": MODELS["bench-stream"],
                          "slow": MODELS["bench-slow"]}
-        results["direct"] = await measure("direct", up_port, None, direct_models, args, None,
-                                          upstream.pid)
-        if not args.no_floor:
-            results["floor"] = await measure_floor(args, up_port, upstream.pid, gateway_cpu,
-                                                   direct_models)
-        if args.direct_only:
+        # column -> (port, token, models, measured pid); "direct" measures the upstream
+        columns: dict[str, tuple[int, str | None, dict[str, str], int | None]] = {
+            "direct": (up_port, None, direct_models, None)}
+        references = [("floor", "relay_floor.py", not args.no_floor),
+                      ("treq", "treq_proxy.py", not args.no_treq)]
+        for name, script, wanted in references:
+            if not wanted:
+                continue
+            port = free_port()
+            extra = (("--key", TREQ_KEY, "--access-log", str(tmp / "treq-access.log"))
+                     if name == "treq" else ())
+            proc = start_reference(script, port, up_port, gateway_cpu, *extra)
+            procs.append(proc)
+            if wait_http(port, "/", 15):
+                token = TREQ_KEY if name == "treq" else None
+                columns[name] = (port, token, direct_models, proc.pid)
+            else:
+                results["notes"].append(f"{script} did not start: no {name} column")
+        if not args.direct_only:
+            started = await start_lockgate(args, tmp, up_port, gateway_cpu, results, procs)
+            if started is not None:
+                columns["gateway"] = (started[0], started[1], {
+                    "json": "bench-json", "stream": "bench-stream", "slow": "bench-slow"},
+                    procs[-1].pid)
+        else:
             results["notes"].append("gateway skipped (--direct-only)")
-            return results
-        gw_port = free_port()
-        gateway = start_gateway(tmp, gw_port, gateway_cpu, args.profile)
-        if not wait_http(gw_port, "/healthz", 30):
-            log = (tmp / "twistd.log").read_text(errors="replace")[-2000:] if (
-                tmp / "twistd.log").exists() else ""
-            results["notes"].append("gateway not ready: twistd did not answer /healthz. "
-                                    + log)
-            return results
-        print(f"gateway on :{gw_port} (pid {gateway.pid}, log {tmp / 'twistd.log'})",
-              flush=True)
-        try:
-            key, log_lines = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}",
-                                       MODELS)
-            results["notes"].extend(log_lines)
-        except ProvisionError as exc:
-            results["notes"].append(f"gateway not ready: provisioning failed at {exc}")
-            return results
-        probe = await closed_loop("127.0.0.1", gw_port, build_request(
-            "127.0.0.1", gw_port, "/v1/chat/completions", chat_body("bench-json", False), key),
-            1, 0.01)
-        if probe.requests == 0:
-            results["notes"].append(
-                "gateway not ready: /v1/chat/completions answered "
-                f"{probe.statuses or 'nothing'} {probe.first_error[:300]}")
-            return results
-        gateway_models = {"json": "bench-json", "stream": "bench-stream", "slow": "bench-slow"}
-        results["gateway"] = await measure("lockgate", gw_port, key, gateway_models, args,
-                                           gateway.pid, upstream.pid)
+        for name, (_, _, _, pid) in columns.items():
+            if pid is not None:
+                results["pinning"][name] = pin_all_threads(pid, gateway_cpu)
+        order = list(columns)
+        for index in range(args.repeat):
+            sequence = order if index % 2 == 0 else order[::-1]  # drift hits every column
+            print(f"run {index + 1}/{args.repeat}: {', '.join(sequence)}", flush=True)
+            run: dict[str, Any] = {"order": sequence}
+            for name in sequence:
+                port, token, models, pid = columns[name]
+                if args.warmup > 0:
+                    await closed_loop("127.0.0.1", port, build_request(
+                        "127.0.0.1", port, "/v1/chat/completions",
+                        chat_body(models["json"], False), token), 32, args.warmup)
+                run[name] = await measure(name, port, token, models, args, pid, upstream.pid)
+            run["ratios"] = baseline_check.ratios_of(run)
+            results["runs"].append(run)
+        results["summary"] = baseline_check.summarise([r["ratios"] for r in results["runs"]])
         return results
     finally:
-        for proc in (gateway, upstream):
-            if proc is not None and proc.poll() is None:
+        for proc in (*procs, upstream):
+            if proc.poll() is None:
                 proc.terminate()
                 try:
                     proc.wait(60)  # a profiled gateway writes its stats on the way out
@@ -321,26 +355,62 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Lockgate vs direct-to-upstream benchmark")
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Lockgate vs direct, floor and treq benchmark")
     parser.add_argument("--duration", type=float, default=5.0,
                         help="seconds per non-stream phase")
-    parser.add_argument("--streams", type=int, default=500)
-    parser.add_argument("--slow-streams", type=int, default=2000)
+    parser.add_argument("--warmup", type=float, default=1.0,
+                        help="seconds of c=32 load before each column's phases (not counted)")
+    parser.add_argument("--streams", type=int, default=500, help="0 skips the phase")
+    parser.add_argument("--slow-streams", type=int, default=2000, help="0 skips the phase")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs, alternating the column order; each printed plus the spread")
     parser.add_argument("--upstream-port", type=int, default=0)
     parser.add_argument("--direct-only", action="store_true",
-                        help="only measure the upstream (checks the driver itself)")
+                        help="no gateway: only the upstream and the reference proxies")
     parser.add_argument("--no-floor", action="store_true",
                         help="skip the bare relay built from gateway/channels/relay.py")
+    parser.add_argument("--no-treq", action="store_true",
+                        help="skip the bare Twisted + treq proxy (bench/treq_proxy.py)")
+    parser.add_argument("--no-limits", action="store_true",
+                        help="provision with both rate limiters off (the old default)")
     parser.add_argument("--profile", metavar="FILE",
                         help="run the gateway under cProfile; stats saved to FILE, top printed")
+    parser.add_argument("--check", action="store_true",
+                        help="compare the ratios with --baseline; exit 1 on a regression")
+    parser.add_argument("--baseline", default=str(HERE / "baseline.json"))
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help="allowed rise of a ratio (default: the baseline's, 0.15)")
+    parser.add_argument("--write-baseline", action="store_true",
+                        help="write this run's median ratios to --baseline")
+    parser.add_argument("--plant-slowdown", type=float, default=0.0, metavar="US",
+                        help="make every gateway request burn US more microseconds of CPU "
+                             "(bench/planted_twistd.py), to see --check fail")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, db)")
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
                                                       "lockgate-bench-results.json"))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"],  # noqa: S607
+                              cwd=HERE, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     results = asyncio.run(main_async(args))
+    for index, run in enumerate(results["runs"]):
+        print(f"\nrun {index + 1} (order: {', '.join(run['order'])})")
+        print(table(run, args.streams))
     print()
-    print(table(results))
+    print(ratio_table(results.get("summary") or {}))
+    for name, pinning in results["pinning"].items():
+        print(f"pinning {name}: {pinning}")
     for note in results["notes"]:
         print("note:", note)
     Path(args.out).write_text(json.dumps(results, indent=2))
@@ -350,6 +420,27 @@ def main(argv: list[str] | None = None) -> None:
 
         print(f"\ngateway profile ({args.profile}), top functions by own time:")
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
+    summary = results.get("summary") or {}
+    missing = [name for name, figures in summary.items() if figures["median"] is None]
+    if args.write_baseline and missing:
+        raise SystemExit(f"baseline not written: {', '.join(missing)} not measured")
+    if args.write_baseline:
+        Path(args.baseline).write_text(json.dumps(baseline_check.baseline_from(summary, {
+            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": git_commit(),
+            "command": "bench/run.py " + " ".join(sys.argv[1:]),
+            "load_average": os.getloadavg()[0]}), indent=2) + "\n")
+        print(f"baseline written to {args.baseline}")
+    if args.check:
+        baseline = json.loads(Path(args.baseline).read_text())
+        verdicts = baseline_check.compare(summary, baseline, args.tolerance)
+        print(f"\ncheck against {args.baseline} (medians of {args.repeat} run(s)):")
+        for verdict in verdicts:
+            print("  " + verdict.line())
+        if baseline_check.failed(verdicts):
+            print("REGRESSION: a ratio rose more than the tolerance above the baseline")
+            raise SystemExit(1)
+        print("no regression")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,23 @@ class LockgateChannel(HTTPChannel):
     _refused = False
     _linger: Any = None
     _target: bytes | None = None
+    _peer: Any = None
+    _host: Any = None
+
+    # --- addresses ------------------------------------------------------------------------
+
+    def getPeer(self) -> Any:
+        """The client's address, built once per connection: twisted.web asks for it (and for
+        ``getHost``, a ``getsockname`` system call) on every request of a keep-alive
+        connection, and neither changes while the connection lives."""
+        if self._peer is None:
+            self._peer = super().getPeer()
+        return self._peer
+
+    def getHost(self) -> Any:
+        if self._host is None:
+            self._host = super().getHost()
+        return self._host
 
     # --- headers --------------------------------------------------------------------------
 

@@ -86,6 +86,13 @@ class PriceSet:
         return frozenset(dim for dim in DIMENSIONS if self.price(dim) > 0
                          or any(t.price > 0 for t in self.tiers_of(dim)))
 
+    @cached_property
+    def price_texts(self) -> dict[str, str]:
+        """Each dimension's flat price as a formula writes it (``_num``), once per price set:
+        the usage-log formula of every settled request names them."""
+        with localcontext(EXACT):
+            return {dim: _num(self.price(dim)) for dim in DIMENSIONS}
+
     def as_json(self) -> dict[str, Any]:
         """Wire/log form: decimal strings per stored price name, plus the tiers used."""
         return dict(self._json)  # a copy: the cached form is shared by every request
@@ -147,6 +154,11 @@ def _num(value: Decimal) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def _multiplier(value: Decimal) -> str:
+    """``_num`` of a multiplier; most are exactly 1."""
+    return "1" if value == ONE else _num(value)
+
+
 def _dimension_cost(count: int, base: Decimal, tiers: tuple[Tier, ...],
                     metrics: Mapping[str, int], explain: bool = True) -> tuple[Decimal, str]:
     """sum of price * tokens for one dimension (before / 1M) and its formula fragment
@@ -180,8 +192,8 @@ def _dimension_cost(count: int, base: Decimal, tiers: tuple[Tier, ...],
     return count * chosen, f"{count} * {_num(chosen)} ({label})" if explain else ""
 
 
-def _counts(usage: Usage, prices: PriceSet) -> dict[str, int]:
-    u = usage.clamped()
+def _counts(u: Usage, prices: PriceSet) -> dict[str, int]:
+    """The priced count per dimension of an already clamped usage."""
     image_in = u.image_in if prices.dedicated("image_input") else 0
     audio_in = u.audio_in if prices.dedicated("audio_input") else 0
     image_out = u.image_out if prices.dedicated("image_output") else 0
@@ -210,8 +222,8 @@ def base_cost(usage: Usage, prices: PriceSet, *,
             units = max(1, -(-out // 1_000_000))
             return (prices.output * units, {"calls": units},
                     f"{units} call(s) * {_num(prices.output)}" if explain else "")
-        counts = _counts(usage, prices)
         u = usage.clamped()
+        counts = _counts(u, prices)
         metrics = {
             "full_input_tokens": u.input,
             "full_request_tokens": u.input + u.output,
@@ -220,12 +232,19 @@ def base_cost(usage: Usage, prices: PriceSet, *,
         }
         total = Decimal(0)
         parts: list[str] = []
-        for dim in DIMENSIONS:
-            count = counts[dim]
+        all_tiers = prices.tiers
+        texts = prices.price_texts if explain else None
+        for dim, count in counts.items():
             if not count:
                 continue
-            amount, text = _dimension_cost(count, prices.price(dim), prices.tiers_of(dim),
-                                           metrics, explain)
+            tiers = all_tiers.get(dim)
+            if not tiers:  # a flat price (the common case): its text is cached per price set
+                total += count * prices.price(dim)
+                if texts is not None:
+                    parts.append(f"{dim} {count} * {texts[dim]}")
+                continue
+            amount, text = _dimension_cost(count, prices.price(dim), tuple(tiers), metrics,
+                                           explain)
             total += amount
             if explain:
                 parts.append(f"{dim} {text}")
@@ -241,8 +260,9 @@ def with_multipliers(base: Decimal, group_multiplier: Decimal,
     with localcontext(EXACT):
         exact = base * group_multiplier * user_channel_multiplier
         cost = exact.quantize(NANO, rounding=ROUND_HALF_EVEN)
-    text = (f"{formula or _num(base)} = {_num(base)}; * group {_num(group_multiplier)}"
-            f" * channel {_num(user_channel_multiplier)} = {_num(cost)}")
+    base_text = _num(base)
+    text = (f"{formula or base_text} = {base_text}; * group {_multiplier(group_multiplier)}"
+            f" * channel {_multiplier(user_channel_multiplier)} = {_num(cost)}")
     return Cost(base_cost=base, cost=cost, group_multiplier=group_multiplier,
                 user_channel_multiplier=user_channel_multiplier, counts=dict(counts or {}),
                 formula=text, quota_type=quota_type)

@@ -34,15 +34,19 @@ def reserve_amount(prices: PriceSet, estimated_input_tokens: int,
     else:
         output = max_output_tokens if max_output_tokens and max_output_tokens > 0 else (
             default_output_reserve)
-        usage = Usage(input=max(0, estimated_input_tokens), output=max(0, output))
-    with localcontext(EXACT):
-        if prices.quota_type != QUOTA_PER_CALL and not prices.tiers:
+        if not prices.tiers:
             # flat prices (the common case, admitted on every request): the same sum
             # ``base_cost`` makes -- all input at the input price, no media or cache carve-outs
-            # because the estimate has none -- without building its breakdown
-            base = (usage.input * prices.input + usage.output * prices.output) / PER
-        else:
-            base, _, _ = base_cost(usage, prices, explain=False)
+            # because the estimate has none -- in the exact context's own arithmetic (no
+            # ``Usage``, no context switch)
+            ctx = EXACT
+            base = ctx.divide(ctx.add(ctx.multiply(max(0, estimated_input_tokens), prices.input),
+                                      ctx.multiply(max(0, output), prices.output)), PER)
+            exact = ctx.multiply(ctx.multiply(base, group_multiplier), user_channel_multiplier)
+            return exact.quantize(NANO, rounding=ROUND_CEILING, context=ctx)
+        usage = Usage(input=max(0, estimated_input_tokens), output=max(0, output))
+    with localcontext(EXACT):
+        base, _, _ = base_cost(usage, prices, explain=False)
         exact = base * group_multiplier * user_channel_multiplier
         return exact.quantize(NANO, rounding=ROUND_CEILING)
 

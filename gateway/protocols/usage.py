@@ -34,6 +34,8 @@ _GOOGLE_PROTOCOLS = frozenset({"modelaction", "google"})
 
 
 def _int(value: Any) -> int | None:
+    if type(value) is int or value is None:  # the common cases first (not bool: no subclass)
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -44,10 +46,13 @@ def _int(value: Any) -> int | None:
 
 
 def _first(obj: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[str, int] | None:
+    # most keys are absent from a given usage object: only present ones are converted
     for key in keys:
-        value = _int(obj.get(key))
+        value = obj.get(key)
         if value is not None:
-            return key, value
+            value = _int(value)
+            if value is not None:
+                return key, value
     return None
 
 
@@ -95,8 +100,9 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
     if found_in is None or output is None:
         return None
     input_key, input_tokens = found_in
-    in_details = [_mapping(usage.get(k)) for k in _INPUT_DETAILS]
-    out_details = [_mapping(usage.get(k)) for k in _OUTPUT_DETAILS]
+    # only the detail objects present (an absent one reads as empty in every rule below)
+    in_details = [d for d in (usage.get(k) for k in _INPUT_DETAILS) if isinstance(d, Mapping)]
+    out_details = [d for d in (usage.get(k) for k in _OUTPUT_DETAILS) if isinstance(d, Mapping)]
 
     explicit_read = _value(usage, _EXPLICIT_READ)
     detail_read = _value(usage, _DETAIL_READ)
@@ -104,9 +110,11 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
         if detail_read is None:
             detail_read = _value(details, _DETAIL_READ)
 
-    creation = _mapping(usage.get("cache_creation"))
-    split_5m = _int(creation.get("ephemeral_5m_input_tokens"))
-    split_1h = _int(creation.get("ephemeral_1h_input_tokens"))
+    creation = usage.get("cache_creation")
+    split_5m = split_1h = None
+    if isinstance(creation, Mapping):
+        split_5m = _int(creation.get("ephemeral_5m_input_tokens"))
+        split_1h = _int(creation.get("ephemeral_1h_input_tokens"))
     if split_5m is not None or split_1h is not None:
         # Messages: cache_creation_input_tokens is the sum; the object splits it by lifetime
         write_5m, write_1h = split_5m, split_1h

@@ -80,6 +80,14 @@ ROUTES: dict[tuple[bytes, bytes], Handler] = {
 PREFIX_ROUTES: list[tuple[bytes, bytes, Handler]] = [
     (b"POST", prefix, native_routes.model_action) for prefix in native_routes.MODEL_PREFIXES]
 
+#: handlers that construct a metered call (``GatewayCall``) before anything else: the call
+#: sets ``X-Request-Id`` to its own id at once, so ``render`` need not draw one for them
+NAMES_ITS_CALL = frozenset(
+    handler for (_, path), handler in ROUTES.items() if path in (
+        b"/v1/chat/completions", b"/v1/completions", b"/v1/responses", b"/v1/moderations",
+        b"/v1/audio/speech", b"/v1/audio/transcriptions", b"/v1/images/generations",
+        b"/v1/images/edits", b"/v1/messages"))
+
 
 class GatewayResource(Resource):
     isLeaf = True
@@ -95,9 +103,6 @@ class GatewayResource(Resource):
         self.fallback = fallback
 
     def render(self, request: Any) -> Any:
-        # every /v1 answer names its call (console contract §6.3.1); a metered call replaces
-        # this with its own id, the one its usage-log row carries
-        request.setHeader(b"x-request-id", new_request_id().encode())
         path = request.path.rstrip(b"/") or b"/"
         handler = self.routes.get((request.method, path))
         if handler is None and self.fallback is not None:
@@ -105,6 +110,10 @@ class GatewayResource(Resource):
         if handler is None:
             handler = next((h for method, prefix, h in PREFIX_ROUTES
                             if request.method == method and path.startswith(prefix)), None)
+        if handler not in NAMES_ITS_CALL:
+            # every /v1 answer names its call (console contract §6.3.1); a metered call sets
+            # its own id, the one its usage-log row carries
+            request.setHeader(b"x-request-id", new_request_id().encode())
         if handler is None:
             family = errors.family_for_path(path.decode("utf-8", "replace"))
             write_error(request, family, errors.not_found())
