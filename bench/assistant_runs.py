@@ -25,7 +25,10 @@ log to a file, a metrics listener), provisions it through the console API
    include queueing behind the other runs on one process), and the gateway's CPU ms and
    transactions per round over the whole phase (from /proc and the metrics listener; the
    runs' start and finish are amortised over their rounds).  The phase ends when the gateway
-   has gone idle, so no polling of the runs is counted.
+   has gone idle, so no polling of the runs is counted.  The same phase with one-round runs
+   gives the *marginal* round (``marginal_round``: what one more round costs, the runs'
+   start and finish cancelled out); CPU is also split into the reactor thread and the rest
+   (the database thread pool).
 
 Then **SSE tails**: a second model points at a socket that accepts and never answers; ``--tails``
 runs wait on it, one ``GET /runs/:id/events`` SSE tail is opened per run, and the RSS growth
@@ -99,7 +102,8 @@ def login(port: int) -> str:
     return str(answer["token"])
 
 
-def transactions(metrics_port: int) -> int:
+def transactions(metrics_port: int) -> int | None:
+    """The gateway's transaction counter (None from a build without it)."""
     conn = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=30)
     conn.request("GET", "/metrics")
     text = conn.getresponse().read().decode()
@@ -107,7 +111,14 @@ def transactions(metrics_port: int) -> int:
     for line in text.splitlines():
         if line.startswith("lockgate_db_transactions_total "):
             return int(float(line.split()[1]))
-    raise SystemExit("the gateway exposes no lockgate_db_transactions_total")
+    return None
+
+
+def reactor_cpu_seconds(pid: int) -> float:
+    """CPU seconds of the gateway's main (reactor) thread; the rest is its thread pools."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Meter:
@@ -116,12 +127,17 @@ class Meter:
     def __init__(self, pid: int, metrics_port: int) -> None:
         self.pid, self.metrics_port = pid, metrics_port
         self.cpu0 = cpu_seconds(pid) or 0.0
+        self.reactor0 = reactor_cpu_seconds(pid)
         self.tx0 = transactions(metrics_port)
 
-    def per(self, units: int) -> dict[str, float]:
+    def per(self, units: int) -> dict[str, float | None]:
         cpu = (cpu_seconds(self.pid) or 0.0) - self.cpu0
-        tx = transactions(self.metrics_port) - self.tx0 - 1  # the scrape itself is none
-        return {"cpu_ms": round(cpu * 1000 / units, 3), "db_transactions": round(tx / units, 2)}
+        reactor = reactor_cpu_seconds(self.pid) - self.reactor0
+        tx1 = transactions(self.metrics_port)
+        tx = None if tx1 is None or self.tx0 is None else tx1 - self.tx0
+        return {"cpu_ms": round(cpu * 1000 / units, 3),
+                "reactor_thread_cpu_ms": round(reactor * 1000 / units, 3),
+                "db_transactions": None if tx is None else round(tx / units, 2)}
 
 
 def wait_idle(pid: int, quiet: float = 0.5) -> None:
@@ -276,14 +292,27 @@ def tails_phase(port: int, gateway_pid: int, token: str, tails: int) -> dict[str
             "kib_per_open_tail": round((with_tails - with_runs) / tails, 1)}
 
 
-def spread(repeats: list[dict[str, Any]], *path: str) -> list[float]:
+def spread(repeats: list[dict[str, Any]], *path: str) -> list[float] | None:
     values = []
     for result in repeats:
         value: Any = result
         for key in path:
             value = value[key]
         values.append(value)
+    if None in values:
+        return None
     return [min(values), max(values)]
+
+
+def marginal(one: dict[str, Any], many: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """What one more round costs: runs of ``rounds`` rounds minus runs of one round, per
+    extra round (the run's start and finish cancel out)."""
+    out: dict[str, Any] = {}
+    for key in ("cpu_ms", "reactor_thread_cpu_ms", "db_transactions"):
+        a, b = one["per_round"][key], many["per_round"][key]
+        out[key] = None if a is None or b is None else round(
+            (b * rounds - a) / (rounds - 1), 3)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -314,7 +343,8 @@ def main(argv: list[str] | None = None) -> None:
         if not wait_http(gw_port, "/healthz", 30):
             raise SystemExit(f"gateway did not start; see {tmp}")
         key, _log = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}", {
-            model: f"bench+rounds-{args.rounds}", "bench-reference": "bench"})
+            model: f"bench+rounds-{args.rounds}", "bench-assistant-1": "bench+rounds-1",
+            "bench-reference": "bench"})
         token = login(gw_port)
         _silent_channel(gw_port, token, silent.getsockname()[1])
         direct = upstream_ms(up_port, args.rounds)
@@ -329,11 +359,18 @@ def main(argv: list[str] | None = None) -> None:
                 "one_at_a_time": serial_phase(gw_port, token, model, args.serial_runs,
                                               args.rounds, direct),
                 "concurrent": concurrent_phase(gw_port, metrics_port, gateway.pid, token,
-                                               model, args.runs, args.rounds, direct)})
-            for result in repeats[-1:]:
-                result["round_cpu_over_v1_call_cpu"] = round(
-                    result["concurrent"]["per_round"]["cpu_ms"]
-                    / result["reference_v1"]["per_call"]["cpu_ms"], 2)
+                                               model, args.runs, args.rounds, direct),
+                "concurrent_one_round": concurrent_phase(
+                    gw_port, metrics_port, gateway.pid, token, "bench-assistant-1", args.runs,
+                    1, direct)})
+            result = repeats[-1]
+            result["marginal_round"] = marginal(result["concurrent_one_round"],
+                                                result["concurrent"], args.rounds)
+            v1 = result["reference_v1"]["per_call"]["cpu_ms"]
+            result["round_cpu_over_v1_call_cpu"] = round(
+                result["concurrent"]["per_round"]["cpu_ms"] / v1, 2)
+            result["marginal_round_cpu_over_v1_call_cpu"] = round(
+                result["marginal_round"]["cpu_ms"] / v1, 2)
         summary = {key: spread(repeats, *path) for key, path in {
             "serial_overhead_p50_ms": ("one_at_a_time", "overhead_p50_ms"),
             "serial_overhead_p99_ms": ("one_at_a_time", "overhead_p99_ms"),
@@ -343,7 +380,10 @@ def main(argv: list[str] | None = None) -> None:
             "db_transactions_per_round": ("concurrent", "per_round", "db_transactions"),
             "cpu_ms_per_v1_call": ("reference_v1", "per_call", "cpu_ms"),
             "db_transactions_per_v1_call": ("reference_v1", "per_call", "db_transactions"),
+            "marginal_round_cpu_ms": ("marginal_round", "cpu_ms"),
+            "marginal_round_db_transactions": ("marginal_round", "db_transactions"),
             "round_cpu_over_v1_call_cpu": ("round_cpu_over_v1_call_cpu",),
+            "marginal_round_cpu_over_v1_call_cpu": ("marginal_round_cpu_over_v1_call_cpu",),
         }.items()}
         results = {"upstream_direct_p50_ms": round(direct, 3), "rounds_per_run": args.rounds,
                    "min_max": summary, "repeats": repeats,

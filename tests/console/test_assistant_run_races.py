@@ -22,13 +22,13 @@ from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import deferLater
 
-from tests.console.test_assistant_runs_two_nodes import RunsAcrossNodesTests
+from tests.console import test_assistant_runs_two_nodes as two_nodes
 
 WAITING = text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                "AND wait_event_type = 'Lock'")
 
 
-class RunRacesOnPostgresTests(RunsAcrossNodesTests):
+class RunRacesOnPostgresTests(two_nodes.RunsAcrossNodesTests):
     backend = "postgresql"
 
     def setUp(self) -> None:
