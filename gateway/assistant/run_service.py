@@ -44,7 +44,7 @@ from gateway.store.assistant import run_outcomes
 from gateway.store.assistant.refused import missing
 from gateway.store.assistant.rows import RunEventRow, RunRow
 from gateway.store.assistant.runs import active_runs, append_event, create_run, find_run, transition
-from gateway.store.assistant.sessions import check_writable, get_session, save_session
+from gateway.store.assistant.sessions import check_writable, save_session
 from gateway.store.connector_tasks import active_for_run
 from gateway.v1.internal_call import InternalChat
 
@@ -188,15 +188,16 @@ class RunService:
             for active in active_runs(conn, session_id):
                 events += run_outcomes.cancel(conn, active, now, interrupted=True)
                 stopped.append(active.id)
-            save_session(conn, user_id, session_id, session_columns(prepared), messages, now,
-                         allow_active_run=True)
+            saved = save_session(conn, user_id, session_id, session_columns(prepared),
+                                 messages, now, allow_active_run=True)
             run = create_run(conn, {
                 "id": random_id(RUN), "user_id": user_id, "session_id": session_id,
                 "assistant_message_id": answer_id, "mode": request.mode, "status": "queued",
                 "request": {"model": prepared.model}, "node_name": self.node_name,
                 "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
                 "deadline_at": now + timedelta(seconds=timeout)}, now)
-            return get_session(conn, user_id, session_id), run, events, stopped
+            # the session as saved, its newest run now this one (no second read)
+            return replace(saved, latest_run=run), run, events, stopped
 
         stored, run, events, stopped = await self.ctx.db.transaction(write)
         self.announce(events)
