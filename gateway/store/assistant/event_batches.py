@@ -96,9 +96,11 @@ def append_batch(conn: Connection, items: list[PendingEvent]) -> list[RunEventRo
         last_seq[item.run_id] = seq
         rows.append({"run_id": item.run_id, "session_id": item.session_id, "seq": seq,
                      "event": item.event, "payload": item.payload, "created_at": item.now})
-    keys = conn.execute(EVENTS.insert().returning(EVENTS.c.id, sort_by_parameter_order=True),
-                        rows).scalars().all()
+    # one multi-row INSERT ... RETURNING; the keys are matched by (run, seq), never by the
+    # order the database returns them in
+    keys = {(run_id, seq): key for key, run_id, seq in conn.execute(
+        EVENTS.insert().returning(EVENTS.c.id, EVENTS.c.run_id, EVENTS.c.seq), rows)}
     for run_id, change in changes.items():
         conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**change))
-    written = iter(RunEventRow(id=int(key), **row) for key, row in zip(keys, rows, strict=True))
+    written = iter(RunEventRow(id=int(keys[row["run_id"], row["seq"]]), **row) for row in rows)
     return [next(written) if item.run_id in details else None for item in items]
