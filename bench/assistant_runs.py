@@ -28,7 +28,8 @@ log to a file, a metrics listener), provisions it through the console API
    has gone idle, so no polling of the runs is counted.  The same phase with one-round runs
    gives the *marginal* round (``marginal_round``: what one more round costs, the runs'
    start and finish cancelled out); CPU is also split into the reactor thread and the rest
-   (the database thread pool).
+   (the database thread pool).  On a loaded machine the marginal figure is the noisiest one
+   (a difference of two phases measured a minute apart): read it over several runs.
 
 Then **SSE tails**: a second model points at a socket that accepts and never answers; ``--tails``
 runs wait on it, one ``GET /runs/:id/events`` SSE tail is opened per run, and the RSS growth
@@ -324,6 +325,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--profile", help="cProfile the gateway into this file")
     args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2 (the marginal round compares with 1)")
     tmp = Path(tempfile.mkdtemp(prefix="lockgate-assistant-bench-"))
     ports: set[int] = set()
     while len(ports) < 3:  # three distinct ones (a released port may come back at once)
