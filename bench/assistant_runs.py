@@ -1,25 +1,43 @@
-"""Assistant runs under load: per-round overhead and memory per open SSE event tail.
+"""Assistant runs under load: per-round overhead, CPU and transactions per round, SSE tails.
 
-A script, not a test: ``python bench/assistant_runs.py [--runs 200] [--tails 300]``.
+A script, not a test::
+
+    python bench/assistant_runs.py [--runs 200] [--rounds 5] [--tails 300] [--repeat 2]
+                                   [--profile FILE]
 
 Starts ``bench/upstream.py`` and a real ``twistd -n lockgate`` (temporary SQLite file, access
-log to a file), provisions it through the console API (``bench/provision.py``), logs in as the
-bench admin and then:
+log to a file, a metrics listener), provisions it through the console API
+(``bench/provision.py``), logs in as the bench admin and measures, ``--repeat`` times:
 
-1. **Round overhead.**  Starts ``--runs`` assistant-mode completions at once (one model round
-   each: the bench upstream answers with text) and reads each run's ``started_at`` /
-   ``finished_at``.  A run's round = the ``model_round`` event, one internal /v1 call (routing,
-   reservation, upstream request, settlement queued), the ``done`` event and the finishing
-   transaction.  The upstream's own time is measured directly (same JSON answer, same
-   loopback) and subtracted, so "overhead" is Lockgate's part.  The same is measured with one
-   run at a time (no queueing).
-2. **SSE tails.**  Points a second model at a loopback socket that accepts and never answers,
-   starts ``--tails`` runs on it (each waits on its model call) and opens one
-   ``GET /runs/:id/events`` SSE tail per run; the gateway's RSS before and after, divided by
-   the number of tails, is the memory per open tail (the waiting runs' own memory is measured
-   first and left out).
+1. **Reference.**  ``--runs`` x ``--rounds`` plain ``POST /v1/chat/completions`` calls with the
+   bench API key (32 client threads): the gateway's CPU ms and database transactions per call.
+   Measured in the same process minutes apart from the runs, it is the yardstick: this
+   machine's CPU speed varies up to 2x between runs, so the ratio "one round / one /v1 call"
+   means more than either absolute figure.
+2. **One run at a time.**  Assistant runs of exactly ``--rounds`` model rounds (the upstream
+   answers a ``tasks_list`` tool call until the last round, then text).  A round's wall time
+   comes from the run's own events: from one ``model_round`` event to the next (the last one:
+   to ``done``), i.e. the event writes, one internal /v1 call (routing, reservation, upstream,
+   settlement queued) and one tool call with its two ``tool_call`` events.  The upstream's own
+   time for the same request (measured directly, same loopback, same body size) is subtracted:
+   the rest is Lockgate's *per-round overhead*.
+3. **Concurrent.**  ``--runs`` runs started at once; the same per-round figures (they now
+   include queueing behind the other runs on one process), and the gateway's CPU ms and
+   transactions per round over the whole phase (from /proc and the metrics listener; the
+   runs' start and finish are amortised over their rounds).  The phase ends when the gateway
+   has gone idle, so no polling of the runs is counted.  The same phase with one-round runs
+   gives the *marginal* round (``marginal_round``: what one more round costs, the runs'
+   start and finish cancelled out); CPU is also split into the reactor thread and the rest
+   (the database thread pool).  On a loaded machine the marginal figure is the noisiest one
+   (a difference of two phases measured a minute apart): read it over several runs.
 
-Run it on an otherwise idle machine: other processes move every figure.
+Then **SSE tails**: a second model points at a socket that accepts and never answers; ``--tails``
+runs wait on it, one ``GET /runs/:id/events`` SSE tail is opened per run, and the RSS growth
+divided by the number of tails is the memory per open tail (the waiting runs' own memory is
+measured first and left out).
+
+Run it on an otherwise idle machine: other processes move every figure.  ``--profile FILE``
+runs the gateway under cProfile (twistd ``--profile``; reactor thread only).
 """
 
 from __future__ import annotations
@@ -36,6 +54,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +62,31 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench.provision import provision  # noqa: E402
-from bench.run import free_port, rss_kib, start_gateway, wait_http  # noqa: E402
+from bench.run import cpu_seconds, free_port, rss_kib, wait_http  # noqa: E402
 
-MODELS = {"bench-assistant": "bench", "bench-silent": "bench"}
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+def start_lockgate(tmp: Path, port: int, metrics_port: int,
+                   profile: str | None) -> subprocess.Popen[bytes]:
+    twistd = Path(sys.executable).parent / "twistd"
+    profiling = [f"--profile={profile}", "--profiler=cprofile", "--savestats"] if profile else []
+    command = [str(twistd), "-n", "--pidfile=", "-l", str(tmp / "twistd.log"), *profiling,
+               "lockgate", "--listen", f"tcp:{port}:interface=127.0.0.1",
+               "--metrics-listen", f"tcp:{metrics_port}:interface=127.0.0.1",
+               "--database", f"sqlite:///{tmp / 'bench.sqlite3'}",
+               "--secret-file", str(tmp / "secret"), "--access-log", str(tmp / "access.log")]
+    return subprocess.Popen(command, cwd=str(tmp), stdout=subprocess.DEVNULL,  # noqa: S603
+                            stderr=open(tmp / "twistd.stderr", "wb"))
 
 
 def request(port: int, method: str, path: str, token: str, body: Any = None,
-            timeout: float = 60) -> tuple[int, Any]:
+            timeout: float = 120) -> tuple[int, Any]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         conn.request(method, path, json.dumps(body) if body is not None else None, headers)
         response = conn.getresponse()
         raw = response.read()
@@ -62,15 +96,59 @@ def request(port: int, method: str, path: str, token: str, body: Any = None,
 
 
 def login(port: int) -> str:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("POST", "/auth/password/login", json.dumps(
-        {"identifier": "benchadmin", "password": "bench-password-1"}),
-        {"Content-Type": "application/json"})
-    answer = json.loads(conn.getresponse().read())
-    conn.close()
-    if "token" not in answer:
+    status, answer = request(port, "POST", "/auth/password/login", "", {
+        "identifier": "benchadmin", "password": "bench-password-1"})
+    if status != 200 or "token" not in answer:
         raise SystemExit(f"login failed: {answer}")
     return str(answer["token"])
+
+
+def transactions(metrics_port: int) -> int | None:
+    """The gateway's transaction counter (None from a build without it)."""
+    conn = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    for line in text.splitlines():
+        if line.startswith("lockgate_db_transactions_total "):
+            return int(float(line.split()[1]))
+    return None
+
+
+def reactor_cpu_seconds(pid: int) -> float:
+    """CPU seconds of the gateway's main (reactor) thread; the rest is its thread pools."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """The gateway's CPU seconds and database transactions between two moments."""
+
+    def __init__(self, pid: int, metrics_port: int) -> None:
+        self.pid, self.metrics_port = pid, metrics_port
+        self.cpu0 = cpu_seconds(pid) or 0.0
+        self.reactor0 = reactor_cpu_seconds(pid)
+        self.tx0 = transactions(metrics_port)
+
+    def per(self, units: int) -> dict[str, float | None]:
+        cpu = (cpu_seconds(self.pid) or 0.0) - self.cpu0
+        reactor = reactor_cpu_seconds(self.pid) - self.reactor0
+        tx1 = transactions(self.metrics_port)
+        tx = None if tx1 is None or self.tx0 is None else tx1 - self.tx0
+        return {"cpu_ms": round(cpu * 1000 / units, 3),
+                "reactor_thread_cpu_ms": round(reactor * 1000 / units, 3),
+                "db_transactions": None if tx is None else round(tx / units, 2)}
+
+
+def wait_idle(pid: int, quiet: float = 0.5) -> None:
+    """Until the gateway used no CPU for ``quiet`` seconds (10 ms ticks)."""
+    last, since = cpu_seconds(pid), time.monotonic()
+    while time.monotonic() - since < quiet:
+        time.sleep(0.1)
+        now = cpu_seconds(pid)
+        if now != last:
+            last, since = now, time.monotonic()
 
 
 def start_run(port: int, token: str, model: str) -> str:
@@ -82,22 +160,102 @@ def start_run(port: int, token: str, model: str) -> str:
     return str(body["run"]["id"])
 
 
-def wait_finished(port: int, token: str, run_id: str) -> dict[str, Any]:
-    while True:
-        _status, run = request(port, "GET", f"/api/user/advanced-chat/runs/{run_id}", token)
-        if run["status"] in ("completed", "failed", "cancelled"):
-            return dict(run)
-        time.sleep(0.5)  # the figures come from the run record, not from this poll
+def run_record(port: int, token: str, run_id: str) -> dict[str, Any]:
+    _status, run = request(port, "GET", f"/api/user/advanced-chat/runs/{run_id}", token)
+    return dict(run)
 
 
-def seconds(run: dict[str, Any]) -> float:
-    started = datetime.fromisoformat(run["started_at"])
-    finished = datetime.fromisoformat(run["finished_at"])
-    return (finished - started).total_seconds()
+def round_ms(port: int, token: str, run_id: str, rounds: int) -> list[float]:
+    """Wall ms of each model round of a completed run, from its events' timestamps."""
+    run = run_record(port, token, run_id)
+    if run["status"] != "completed" or run["current_round"] != rounds:
+        raise SystemExit(f"run {run_id} ended {run['status']} after {run['current_round']} "
+                         f"rounds: {run}")
+    _status, events = request(port, "GET", f"/api/user/advanced-chat/runs/{run_id}/events",
+                              token)
+    marks = [datetime.fromisoformat(e["created_at"]) for e in events
+             if (e["event"] == "status" and e["payload"].get("message") == "model_round")
+             or e["event"] == "done"]
+    return [(b - a).total_seconds() * 1000 for a, b in pairwise(marks)]
 
 
-def upstream_ms(port: int, samples: int = 200) -> float:
-    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "x"}]})
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def overhead(walls: list[float], upstream: float) -> dict[str, float]:
+    return {"round_p50_ms": round(statistics.median(walls), 2),
+            "round_p99_ms": round(quantile(walls, 0.99), 2),
+            "overhead_p50_ms": round(statistics.median(walls) - upstream, 2),
+            "overhead_p99_ms": round(quantile(walls, 0.99) - upstream, 2)}
+
+
+def serial_phase(port: int, token: str, model: str, runs: int, rounds: int,
+                 upstream: float) -> dict[str, Any]:
+    walls: list[float] = []
+    for _ in range(runs):
+        run_id = start_run(port, token, model)
+        while run_record(port, token, run_id)["status"] not in TERMINAL:
+            time.sleep(0.2)  # the figures come from the run's events, not from this poll
+        walls += round_ms(port, token, run_id, rounds)
+    return {"runs": runs, "rounds": len(walls), **overhead(walls, upstream)}
+
+
+def concurrent_phase(port: int, metrics_port: int, pid: int, token: str, model: str,
+                     runs: int, rounds: int, upstream: float) -> dict[str, Any]:
+    wait_idle(pid)
+    meter = Meter(pid, metrics_port)
+    began = time.perf_counter()
+    with ThreadPoolExecutor(32) as pool:
+        run_ids = list(pool.map(lambda _: start_run(port, token, model), range(runs)))
+    wait_idle(pid)
+    cost = meter.per(runs * rounds)
+    wall = time.perf_counter() - began
+    while any(run_record(port, token, r)["status"] not in TERMINAL for r in run_ids):
+        time.sleep(0.5)
+    with ThreadPoolExecutor(8) as pool:
+        walls = [w for ws in pool.map(lambda r: round_ms(port, token, r, rounds), run_ids)
+                 for w in ws]
+    return {"runs": runs, "rounds": len(walls), "wall_s": round(wall, 2),
+            **overhead(walls, upstream), "per_round": cost}
+
+
+def reference_phase(port: int, metrics_port: int, pid: int, key: str,
+                    calls: int) -> dict[str, Any]:
+    """Plain /v1 calls through the same gateway: CPU ms and transactions per call."""
+    body = json.dumps({"model": "bench-reference",
+                       "messages": [{"role": "user", "content": "benchmark round"}]})
+
+    def worker(count: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for _ in range(count):
+            conn.request("POST", "/v1/chat/completions", body, {
+                "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise SystemExit(f"/v1 reference call answered {response.status}")
+        conn.close()
+
+    wait_idle(pid)
+    meter = Meter(pid, metrics_port)
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(worker, [calls // 32 + (1 if i < calls % 32 else 0) for i in range(32)]))
+    wait_idle(pid)
+    return {"calls": calls, "per_call": meter.per(calls)}
+
+
+def upstream_ms(port: int, rounds: int, samples: int = 300) -> float:
+    """The upstream's own time for a mid-run round's request (same loopback, keep-alive)."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "x" * 1500},
+                                      {"role": "user", "content": "benchmark round"}]
+    for n in range(rounds // 2):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{n}", "type": "function",
+            "function": {"name": "tasks_list", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": "No tasks yet."}]
+    body = json.dumps({"model": f"bench+rounds-{rounds}", "messages": messages})
     times = []
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     for _ in range(samples):
@@ -107,42 +265,6 @@ def upstream_ms(port: int, samples: int = 200) -> float:
         times.append(time.perf_counter() - began)
     conn.close()
     return statistics.median(times) * 1000
-
-
-def timeline_ms(port: int, token: str, run: dict[str, Any]) -> dict[str, float]:
-    """Milliseconds from the run's start to each of its events (where a round's time goes)."""
-    _status, events = request(port, "GET", f"/api/user/advanced-chat/runs/{run['id']}/events",
-                              token)
-    started = datetime.fromisoformat(run["started_at"])
-    out = {}
-    for event in events:
-        name = event["payload"].get("message") if event["event"] == "status" else event["event"]
-        at = datetime.fromisoformat(event["created_at"])
-        out[f"{event['seq']}:{name}"] = round((at - started).total_seconds() * 1000, 2)
-    out["finished"] = round(seconds(run) * 1000, 2)
-    return out
-
-
-def runs_phase(port: int, token: str, count: int, concurrency: int,
-               last: list[dict[str, Any]] | None = None) -> list[float]:
-    """``count`` runs, ``concurrency`` of them live at once (started by 32 client threads: a
-    burst of hundreds of connects would only measure the listen backlog)."""
-    def finished(run_id: str) -> float:
-        run = wait_finished(port, token, run_id)
-        if run["status"] != "completed":
-            raise SystemExit(f"run {run['id']} ended {run['status']}: {run}")
-        if last is not None:
-            last[:] = [run]
-        return seconds(run)
-
-    durations: list[float] = []
-    with ThreadPoolExecutor(min(32, concurrency)) as pool:
-        for first in range(0, count, concurrency):
-            batch = range(first, min(count, first + concurrency))
-            run_ids = list(pool.map(lambda _: start_run(port, token, "bench-assistant"),
-                                    batch))
-            durations += pool.map(finished, run_ids)
-    return durations
 
 
 def tails_phase(port: int, gateway_pid: int, token: str, tails: int) -> dict[str, Any]:
@@ -171,56 +293,111 @@ def tails_phase(port: int, gateway_pid: int, token: str, tails: int) -> dict[str
             "kib_per_open_tail": round((with_tails - with_runs) / tails, 1)}
 
 
+def spread(repeats: list[dict[str, Any]], *path: str) -> list[float] | None:
+    values = []
+    for result in repeats:
+        value: Any = result
+        for key in path:
+            value = value[key]
+        values.append(value)
+    if None in values:
+        return None
+    return [min(values), max(values)]
+
+
+def marginal(one: dict[str, Any], many: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """What one more round costs: runs of ``rounds`` rounds minus runs of one round, per
+    extra round (the run's start and finish cancel out)."""
+    out: dict[str, Any] = {}
+    for key in ("cpu_ms", "reactor_thread_cpu_ms", "db_transactions"):
+        a, b = one["per_round"][key], many["per_round"][key]
+        out[key] = None if a is None or b is None else round(
+            (b * rounds - a) / (rounds - 1), 3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--serial-runs", type=int, default=30)
     parser.add_argument("--tails", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--profile", help="cProfile the gateway into this file")
     args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2 (the marginal round compares with 1)")
     tmp = Path(tempfile.mkdtemp(prefix="lockgate-assistant-bench-"))
-    up_port, gw_port = free_port(), free_port()
+    ports: set[int] = set()
+    while len(ports) < 3:  # three distinct ones (a released port may come back at once)
+        ports.add(free_port())
+    up_port, gw_port, metrics_port = sorted(ports)
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(4096)  # accepts (the kernel does) and never answers
     upstream = subprocess.Popen([sys.executable, str(HERE / "upstream.py"),  # noqa: S603
                                  "--port", str(up_port)], stdout=subprocess.DEVNULL)
     gateway: subprocess.Popen[bytes] | None = None
+    model = "bench-assistant"
     try:
         if not wait_http(up_port, "/v1/models", 15):
             raise SystemExit("bench upstream did not start")
-        gateway = start_gateway(tmp, gw_port, None, None)
+        gateway = start_lockgate(tmp, gw_port, metrics_port, args.profile)
         if not wait_http(gw_port, "/healthz", 30):
             raise SystemExit(f"gateway did not start; see {tmp}")
-        provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}", {"bench-assistant":
-                                                                         "bench"})
+        key, _log = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}", {
+            model: f"bench+rounds-{args.rounds}", "bench-assistant-1": "bench+rounds-1",
+            "bench-reference": "bench"})
         token = login(gw_port)
         _silent_channel(gw_port, token, silent.getsockname()[1])
-        direct = upstream_ms(up_port)
-        runs_phase(gw_port, token, 20, 20)  # warm-up
-        last: list[dict[str, Any]] = []
-        serial = runs_phase(gw_port, token, 50, 1, last)
-        began = time.perf_counter()
-        loaded = runs_phase(gw_port, token, args.runs, args.runs)
-        wall = time.perf_counter() - began
-        results = {
-            "upstream_direct_p50_ms": round(direct, 2),
-            "one_at_a_time": {"runs": len(serial),
-                              "round_p50_ms": round(statistics.median(serial) * 1000, 2),
-                              "overhead_p50_ms": round(statistics.median(serial) * 1000
-                                                       - direct, 2),
-                              "one_run_timeline_ms": timeline_ms(gw_port, token, last[0])},
-            "concurrent": {"runs": len(loaded), "wall_s": round(wall, 2),
-                           "round_p50_ms": round(statistics.median(loaded) * 1000, 2),
-                           "round_p95_ms": round(sorted(loaded)[int(len(loaded) * .95) - 1]
-                                                 * 1000, 2)},
-            "sse_tails": tails_phase(gw_port, gateway.pid, token, args.tails),
-            "cpus": os.cpu_count(),
-        }
+        direct = upstream_ms(up_port, args.rounds)
+        concurrent_phase(gw_port, metrics_port, gateway.pid, token, model, 20, args.rounds,
+                         direct)  # warm-up
+        reference_phase(gw_port, metrics_port, gateway.pid, key, 200)  # warm-up
+        repeats = []
+        for _ in range(args.repeat):
+            repeats.append({
+                "reference_v1": reference_phase(gw_port, metrics_port, gateway.pid, key,
+                                                args.runs * args.rounds),
+                "one_at_a_time": serial_phase(gw_port, token, model, args.serial_runs,
+                                              args.rounds, direct),
+                "concurrent": concurrent_phase(gw_port, metrics_port, gateway.pid, token,
+                                               model, args.runs, args.rounds, direct),
+                "concurrent_one_round": concurrent_phase(
+                    gw_port, metrics_port, gateway.pid, token, "bench-assistant-1", args.runs,
+                    1, direct)})
+            result = repeats[-1]
+            result["marginal_round"] = marginal(result["concurrent_one_round"],
+                                                result["concurrent"], args.rounds)
+            v1 = result["reference_v1"]["per_call"]["cpu_ms"]
+            result["round_cpu_over_v1_call_cpu"] = round(
+                result["concurrent"]["per_round"]["cpu_ms"] / v1, 2)
+            result["marginal_round_cpu_over_v1_call_cpu"] = round(
+                result["marginal_round"]["cpu_ms"] / v1, 2)
+        summary = {key: spread(repeats, *path) for key, path in {
+            "serial_overhead_p50_ms": ("one_at_a_time", "overhead_p50_ms"),
+            "serial_overhead_p99_ms": ("one_at_a_time", "overhead_p99_ms"),
+            "concurrent_overhead_p50_ms": ("concurrent", "overhead_p50_ms"),
+            "concurrent_overhead_p99_ms": ("concurrent", "overhead_p99_ms"),
+            "cpu_ms_per_round": ("concurrent", "per_round", "cpu_ms"),
+            "db_transactions_per_round": ("concurrent", "per_round", "db_transactions"),
+            "cpu_ms_per_v1_call": ("reference_v1", "per_call", "cpu_ms"),
+            "db_transactions_per_v1_call": ("reference_v1", "per_call", "db_transactions"),
+            "marginal_round_cpu_ms": ("marginal_round", "cpu_ms"),
+            "marginal_round_db_transactions": ("marginal_round", "db_transactions"),
+            "round_cpu_over_v1_call_cpu": ("round_cpu_over_v1_call_cpu",),
+            "marginal_round_cpu_over_v1_call_cpu": ("marginal_round_cpu_over_v1_call_cpu",),
+        }.items()}
+        results = {"upstream_direct_p50_ms": round(direct, 3), "rounds_per_run": args.rounds,
+                   "min_max": summary, "repeats": repeats,
+                   "sse_tails": tails_phase(gw_port, gateway.pid, token, args.tails),
+                   "cpus": os.cpu_count(), "load_average": os.getloadavg()}
         print(json.dumps(results, indent=2))
     finally:
         for process in (gateway, upstream):
             if process is not None:
                 process.terminate()
-                process.wait(10)
+                process.wait(30)
         silent.close()
 
 

@@ -8,8 +8,11 @@ anything else is 404.
 
 Stream length and pace come from the command line, and can be overridden per request by tokens
 in the model name (joined with ``+``): ``chunks-<n>`` and ``pace-<seconds>`` — e.g. model
-``bench+chunks-600+pace-0.1`` streams for about a minute.  The gateway maps a public model to
-such an upstream model name, so one upstream serves every benchmark phase.
+``bench+chunks-600+pace-0.1`` streams for about a minute.  ``rounds-<n>`` makes a
+non-streamed answer a tool-calling one: a ``tasks_list`` call while the conversation holds
+fewer than n-1 tool results, the fixed text after (an assistant run of exactly n model
+rounds).  The gateway maps a public model to such an upstream model name, so one upstream
+serves every benchmark phase.
 
     python bench/upstream.py --port 9100 [--chunks 20] [--pace 0.05]
 """
@@ -27,6 +30,7 @@ import sys
 import orjson
 
 _KNOB = re.compile(rb"(chunks|pace)-([\d.]+)")
+_ROUNDS = re.compile(r"rounds-(\d+)")
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 _CLOSE = re.compile(rb"\r\nconnection:[ \t]*close", re.IGNORECASE)
 _USAGE = {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
@@ -40,6 +44,28 @@ def _json_answer(model: str) -> bytes:
         "usage": _USAGE})
     return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
             + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def _tool_call_answer(model: str, call: int) -> bytes:
+    body = orjson.dumps({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1_700_000_000,
+        "model": model, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{call}", "type": "function",
+                "function": {"name": "tasks_list", "arguments": "{}"}}]}}],
+        "usage": _USAGE})
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+def _rounds_left(request: dict, model: str) -> int | None:
+    """With a ``rounds-<n>`` knob: the tool results the conversation still lacks."""
+    match = _ROUNDS.search(model)
+    if match is None:
+        return None
+    messages = request.get("messages") or []
+    done = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
+    return int(match.group(1)) - 1 - done
 
 
 def _chunk(data: bytes) -> bytes:
@@ -103,8 +129,11 @@ class Upstream(asyncio.Protocol):
             except orjson.JSONDecodeError:
                 request = {}
             model = str(request.get("model", "bench"))
+            left = _rounds_left(request, model)
             if request.get("stream") is True:
                 self.stream(request, model)
+            elif left is not None and left > 0:
+                self.transport.write(_tool_call_answer(model, left))
             else:
                 answer = self._json_cache.get(model)
                 if answer is None:

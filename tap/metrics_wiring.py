@@ -32,6 +32,8 @@ def watch(metrics: GatewayMetrics, gateway: GatewayContext, tasks: TaskPoller,
     sources.reservations_open = lambda: wallets.open_reservations
     sources.settlement_queue_depth = lambda: settler.uncommitted
     sources.task_backlog = lambda: tasks.polling
+    db = gateway.db
+    sources.db_transactions = lambda: db.transactions
     if state.shared_across_processes:
         # ``available`` is the shared state's own verdict on Redis
         sources.shared_state_up = lambda: state.available

@@ -29,6 +29,8 @@ from gateway.store import connector_tasks
 from gateway.store.connector_tasks import TaskRow
 
 ADJUSTED_NOTE = "Note: the user adjusted the tool input before approval.\n"
+#: how long a ``write_file`` awaiting approval waits for the old content of its file (§1.13)
+PREVIEW_SECONDS = 5.0
 #: tool name -> (device action, tool group, admin switch field)
 TOOLS: dict[str, tuple[str, str, str]] = {
     "workspace_list_files": ("list_files", "workspace", "list_files"),
@@ -105,6 +107,8 @@ class ConnectorTools:
             target = self.target
             approval = needs_approval(action, target.approval_mode, target.command_prefixes,
                                       str(payload.get("command") or ""))
+            if approval and action == "write_file":
+                payload = {**payload, **await self._preview(payload, call_id)}
             sandbox, now = target.sandbox, self.tasks.now()
 
             def sandboxed(conn: Any) -> dict[str, Any]:
@@ -123,9 +127,27 @@ class ConnectorTools:
             self.created[call_id] = (task, task.payload)
             if not approval:
                 return None
-            return {**arguments, "connector_task_id": task.id}
+            previews = {k: v for k, v in payload.items() if k.startswith("preview_")}
+            return {**arguments, **previews, "connector_task_id": task.id}
 
         return precreate
+
+    async def _preview(self, payload: dict[str, Any], call_id: str) -> dict[str, Any]:
+        """§1.13: before a ``write_file`` awaiting approval is created, a ``read_file`` of the
+        same path (at most ``PREVIEW_SECONDS``) gives the owner the old content to diff
+        against.  A missing file, a device error or no answer in time: not available."""
+        target = self.target
+        preview: dict[str, Any] = {"preview_old_content": "",
+                                   "preview_old_content_available": False,
+                                   "preview_tool_call_id": call_id}
+        read = await self.tasks.create(
+            user_id=target.user_id, device_id=target.device_id, action="read_file",
+            payload={"path": payload["path"]}, workspace_path=target.workspace_path,
+            run_id=target.run_id)
+        done = await self.tasks.wait(read, PREVIEW_SECONDS)
+        if done is not None and done.status == connector_tasks.COMPLETED:
+            preview.update(preview_old_content=done.result, preview_old_content_available=True)
+        return preview
 
     def _runner(self, action: str) -> Any:
         async def run(_arguments: dict[str, Any], call_id: str) -> ToolResult:

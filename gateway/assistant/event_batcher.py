@@ -1,15 +1,15 @@
 """Run events written in group commits (agents contract §1.10; the settler's pattern).
 
-Why: every run event is a durable row the run waits for before its next step, and with many
-runs in flight one transaction per event is most of a round's overhead -- each commit is a
-thread hop and (on SQLite) a sync.  ``EventBatcher.write`` queues the event and answers once
-it is committed; events queued while a batch is being written go into the next batch, so a
-busy node writes many runs' events per transaction and an idle node still writes at once (no
-artificial delay).  Within a batch the items are written in the order they were queued, each
-with the same steps as before (skip an ended run, progress columns, tool-call detail merge,
-``seq`` = stored max + 1), so ``seq`` order and "no event after the terminal one" hold.  The
-bus announcement of each row happens after its batch commits, as before.  A batch that fails
-is retried item by item, so one bad event fails only its own writer.
+Why: with many runs in flight one transaction per event is most of a round's overhead -- each
+commit is a thread hop and database work on a thread that competes with the reactor for the
+interpreter.  ``EventBatcher.write`` queues the event and answers once it is committed; events
+queued while a batch is being written go into the next batch, so a busy node writes many runs'
+events per transaction and an idle node still writes at once (no artificial delay).  A batch
+is a fixed handful of statements however large (``gateway/store/assistant/event_batches.py``):
+the items keep the order they were queued in, an ended run gets none of its items written, and
+the runs' rows are locked first, so ``seq`` order and "no event after the terminal one" hold
+across nodes too.  The bus announcement of each row happens after its batch commits.  A batch
+that fails is retried item by item, so one bad event fails only its own writer.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from gateway.store.assistant import run_outcomes
+from gateway.store.assistant.event_batches import PendingEvent, append_batch
 from gateway.store.assistant.rows import RunEventRow, RunRow
-from gateway.store.assistant.runs import append_event, find_run, transition
 from gateway.store.pool import DBRunner
 
 log = Logger()
@@ -42,22 +41,13 @@ class _Item:
     now: datetime
     done: Deferred[RunEventRow | None] = field(default_factory=Deferred)
 
-
-def write_event(conn: Any, item: _Item) -> RunEventRow | None:
-    """One progress event of a live run (none once the run has ended)."""
-    current = find_run(conn, item.run.id)
-    if current is None or not current.active:
-        return None
-    if item.values:
-        transition(conn, item.run.id, item.values, item.now)
-    if item.event == "tool_call":
-        run_outcomes.merge_detail(conn, item.run.id, item.payload, item.now)
-    return append_event(conn, item.run.id, item.run.session_id, item.event, item.payload,
-                        item.now)
+    def pending(self) -> PendingEvent:
+        return PendingEvent(self.run.id, self.run.session_id, self.event, self.payload,
+                            self.values, self.now)
 
 
 def _write_all(conn: Any, items: list[_Item]) -> list[RunEventRow | None]:
-    return [write_event(conn, item) for item in items]
+    return append_batch(conn, [item.pending() for item in items])
 
 
 @dataclass
@@ -113,7 +103,7 @@ class EventBatcher:
     async def _one_by_one(self, batch: list[_Item]) -> None:
         for item in batch:
             try:
-                row = await self.db.transaction(write_event, item)
+                [row] = await self.db.transaction(_write_all, [item])
             except Exception as exc:
                 item.done.errback(exc)
                 continue

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import Deferred, DeferredList, ensureDeferred
 from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
@@ -53,7 +53,6 @@ from gateway.store.assistant.rows import RunEventRow, RunRow
 from gateway.store.assistant.runs import active_runs, append_event, create_run, find_run, transition
 from gateway.store.assistant.sessions import (
     check_writable,
-    get_session,
     is_internal,
     save_session,
 )
@@ -103,16 +102,23 @@ class RunTools:
 @dataclass
 class _Worker:
     run: RunRow
+    sink: _RunSink
     loop: RunLoop | None = None
     done: Deferred[None] | None = None
     stopped: bool = False
 
 
 class _RunSink:
-    """Run events of one run: persisted, announced, and the progress columns kept current."""
+    """Run events of one run: persisted, announced, and the progress columns kept current.
+
+    ``emit`` does not wait for the commit: the group-commit writer keeps the run's events in
+    the order they were emitted and skips them once the run has ended, so the loop goes on with
+    its model call while the events are written.  ``written()`` waits for all of them; the run
+    ends (``done``/``error``) only after it, so the terminal event is always the last one."""
 
     def __init__(self, service: RunService, run: RunRow) -> None:
         self.service, self.run = service, run
+        self._pending: list[Deferred[Any]] = []
 
     async def emit(self, event: str, payload: dict[str, Any]) -> None:
         values: dict[str, Any] = {}
@@ -120,7 +126,15 @@ class _RunSink:
             values = {"current_round": payload["round"], "status_message": "model_round"}
         elif event == "status" and payload.get("message") == "retrying":
             values = {"status_message": f"retrying:{payload['attempt']}/{payload['max']}"}
-        await self.service.append(self.run, event, payload, values)
+        written = self.service.append(self.run, event, payload, values)
+        self._pending = [d for d in self._pending if not d.called]
+        self._pending.append(written)
+        written.addErrback(lambda f: log.failure("writing run event {event} failed", f,
+                                                 event=event))
+
+    async def written(self) -> None:
+        pending, self._pending = self._pending, []
+        await DeferredList(pending)
 
 
 @dataclass
@@ -172,14 +186,14 @@ class RunService:
 
     # --- events ---------------------------------------------------------------------------
 
-    async def append(self, run: RunRow, event: str, payload: dict[str, Any],
-                     values: dict[str, Any] | None = None) -> RunEventRow | None:
+    def append(self, run: RunRow, event: str, payload: dict[str, Any],
+               values: dict[str, Any] | None = None) -> Deferred[RunEventRow | None]:
         """A progress event of a live run; none once the run has ended (a stop's ``cancelled``
         stays the last event even when the worker was mid-step).  Written in a group commit
         with the other runs' events (``event_batcher``) and announced after it."""
         if self._events is None:
             self._events = EventBatcher(self.ctx.db, self.ctx.reactor, self.announce)
-        return await self._events.write(run, event, payload, values, self.ctx.now())
+        return self._events.write(run, event, payload, values, self.ctx.now())
 
     def announce(self, rows: list[RunEventRow]) -> None:
         for row in rows:
@@ -207,21 +221,22 @@ class RunService:
             for active in active_runs(conn, session_id):
                 events += run_outcomes.cancel(conn, active, now, interrupted=True)
                 stopped.append(active.id)
-            save_session(conn, user_id, session_id, session_columns(prepared), messages, now,
-                         allow_active_run=True)
+            saved = save_session(conn, user_id, session_id, session_columns(prepared),
+                                 messages, now, allow_active_run=True)
             run = create_run(conn, {
                 "id": random_id(RUN), "user_id": user_id, "session_id": session_id,
                 "assistant_message_id": answer_id, "mode": request.mode, "status": "queued",
                 "request": {"model": prepared.model}, "node_name": self.node_name,
                 "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
                 "deadline_at": now + timedelta(seconds=timeout)}, now)
-            return get_session(conn, user_id, session_id), run, events, stopped
+            # the session as saved, its newest run now this one (no second read)
+            return replace(saved, latest_run=run), run, events, stopped
 
         stored, run, events, stopped = await self.ctx.db.transaction(write)
         self.announce(events)
         for run_id in stopped:
             self._cancel_worker(run_id)
-        worker = _Worker(run)
+        worker = _Worker(run, _RunSink(self, run))
         self.workers[run.id] = worker
         worker.done = ensureDeferred(self._work(worker, user_id, prepared, timeout))
         worker.done.addErrback(lambda f: log.failure("assistant run crashed", f))
@@ -260,7 +275,7 @@ class RunService:
                 limits=LoopLimits(mode=request.mode, max_rounds=ASSISTANT_ROUNDS, retries=True,
                                   text_events=request.stream or prepared.agent_stream),
                 call_model=self.model_caller(user_id), tools=tools,
-                sink=_RunSink(self, run), clock=self.ctx.clock,
+                sink=worker.sink, clock=self.ctx.clock,
                 messages=first_messages(prepared, tools, connector),
                 model_options=request.model_options(prepared.model))
             if worker.stopped:
@@ -288,7 +303,10 @@ class RunService:
         run, loop = worker.run, worker.loop
         assert loop is not None
         try:
-            outcome = await loop.run()
+            try:
+                outcome = await loop.run()
+            finally:
+                await worker.sink.written()  # the terminal event comes after all of them
         except LoopCancelled:
             await self.ctx.db.transaction(lambda conn: run_outcomes.record_cost(
                 conn, run.id, loop.cost_nanos, self.ctx.now()))
@@ -354,7 +372,7 @@ class RunService:
         return ApprovalChecker(
             db=self.ctx.db, clock=self.ctx.clock, now=self.ctx.now,
             call_model=self.model_caller(worker.run.user_id), agent=agent,
-            sink=_RunSink(self, worker.run), add_cost=self._cost_adder(worker),
+            sink=worker.sink, add_cost=self._cost_adder(worker),
             tasks=self.connector_tasks)
 
     def _timed_out(self, worker: _Worker) -> None:

@@ -24,6 +24,7 @@ from gateway.sandboxes.gate import SandboxRefused, sandbox_gate
 from gateway.sandboxes.host_state import host_online
 from gateway.settings.store import Settings
 from gateway.store import cloud_sandboxes, sandbox_hosts
+from gateway.store.cloud_sandboxes import SandboxRow
 from gateway.store.connection import Connection
 from gateway.store.devices import DeviceRow
 
@@ -73,15 +74,22 @@ def requires_credit(settings: Settings) -> bool:
     return settings.text("system_mode") != "personal"
 
 
-def select_sandbox(conn: Connection, user_id: int, sandbox_id: str, now: datetime, *,
-                   require_credit: bool = True) -> SandboxTarget:
-    """§1.8 step 1 for ``cloud_sandbox_id``; ``SandboxUnavailable`` with the 400 message."""
+def usable_sandbox(conn: Connection, user_id: int, sandbox_id: str
+                   ) -> tuple[SandboxRow, DeviceRow]:
+    """The user's ``ready`` sandbox on an enabled host, and the host's device; else
+    ``SandboxUnavailable`` (what sessions, completions and runs may select, §1.6, §3.4)."""
     sandbox = cloud_sandboxes.get_ready_for_user(conn, user_id, sandbox_id)
     found = sandbox_hosts.get(conn, sandbox.host_id) if sandbox is not None else None
     if sandbox is None or sandbox.status != cloud_sandboxes.READY or found is None \
             or not found[0].enabled:
         raise SandboxUnavailable(UNAVAILABLE)
-    device = found[1]
+    return sandbox, found[1]
+
+
+def select_sandbox(conn: Connection, user_id: int, sandbox_id: str, now: datetime, *,
+                   require_credit: bool = True) -> SandboxTarget:
+    """§1.8 step 1 for ``cloud_sandbox_id``; ``SandboxUnavailable`` with the 400 message."""
+    sandbox, device = usable_sandbox(conn, user_id, sandbox_id)
     if not host_online(device, now):
         raise SandboxUnavailable(HOST_OFFLINE)
     return SandboxTarget(sandbox_id=sandbox.id, name=sandbox.name, device=device,

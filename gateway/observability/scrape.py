@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway.observability.labels import FAMILIES, LINK_KINDS
@@ -43,6 +43,9 @@ class ScrapeSources:
     #: kind -> WebSocket links held by this process
     links_online: Callable[[], Mapping[str, int]] = field(
         default=lambda: dict.fromkeys(LINK_KINDS, 0))
+    #: database transactions this process has started (what a request or a run round costs
+    #: the database, read by the benchmarks)
+    db_transactions: Callable[[], int] = _zero
 
 
 class ProcessState(Collector):
@@ -56,7 +59,7 @@ class ProcessState(Collector):
         self._python = python
 
     def describe(self) -> Iterator[Metric]:
-        return iter(self._families())
+        return iter((*self._families(), self._transactions()))
 
     def collect(self) -> Iterator[Metric]:
         build, streams, reservations, queue, backlog, links, shared, draining = (
@@ -80,7 +83,15 @@ class ProcessState(Collector):
             if up is not None:
                 shared.add_metric([], 1 if up else 0)
         draining.add_metric([], 1 if sources.draining() else 0)
-        yield from (build, streams, reservations, queue, backlog, links, shared, draining)
+        transactions = self._transactions()
+        transactions.add_metric([], sources.db_transactions())
+        yield from (build, streams, reservations, queue, backlog, links, shared, draining,
+                    transactions)
+
+    @staticmethod
+    def _transactions() -> CounterMetricFamily:
+        return CounterMetricFamily("lockgate_db_transactions",
+                                   "Database transactions this process has started.")
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, ...]:

@@ -71,6 +71,8 @@ class DBRunner:
         self.dialect = engine.dialect.name
         self._pool = ThreadPool(minthreads=1, maxthreads=threads, name="lockgate-db")
         self._running = False
+        #: transactions started through ``transaction`` (a scrape-time counter)
+        self.transactions = 0
 
     def start(self) -> None:
         if not self._running:
@@ -87,6 +89,7 @@ class DBRunner:
         self, fn: Callable[..., T], *args: Any, **kwargs: Any
     ) -> Deferred[T]:
         """Run ``fn(conn, *args, **kwargs)`` in one transaction on a worker thread."""
+        self.transactions += 1
         return deferToThreadPool(self.reactor, self._pool, self._in_transaction, fn, args, kwargs)
 
     def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -426,6 +426,16 @@ class ConnectorToolTests(AssistantCase):
         task = await self.ctx.db.transaction(work)
         return {"action": task.action, "payload": task.payload}
 
+    async def preview_read_times_out(self, run_id: str) -> None:
+        """§1.13: a ``write_file`` awaiting approval first reads the old content (5 s at
+        most); the device here never answers it."""
+        for _ in range(1500):  # ~30 s: the machine may be busy
+            if await self.ctx.db.transaction(connector_tasks.active_for_run, run_id):
+                self.clock.advance(5)
+                return
+            await deferLater(reactor, 0.02, lambda: None)
+        raise AssertionError("no preview read was queued")
+
     async def wait_for_pending(self, run_id: str) -> list[dict[str, Any]]:
         for _ in range(1500):  # ~30 s: the machine may be busy
             found = await self.call(
@@ -516,6 +526,7 @@ class ConnectorToolTests(AssistantCase):
             "messages": [{"role": "user", "content": "write"}], "mode": "assistant",
             "connector_device_id": device_id, "connector_workspace_path": "/w"})
         run_id = started.json()["run"]["id"]
+        await self.preview_read_times_out(run_id)
         [pending] = await self.wait_for_pending(run_id)
         stopped = await self.call("POST", f"/api/user/advanced-chat/runs/{run_id}/stop",
                                   token=self.user_token)

@@ -164,3 +164,34 @@ class SandboxRunTests(AssistantCase):
         chat = await self.complete({"messages": [{"role": "user", "content": "x"}],
                                     "cloud_sandbox_id": "acs-missing"})
         assert chat.status == 200, chat
+
+    async def test_saving_a_session_refuses_an_unusable_sandbox(self) -> None:
+        """§1.6 "Validation: ... 400 ``Cloud sandbox is unavailable``" and §3.4 "After
+        deletion the sandbox can no longer be selected (``Cloud sandbox is unavailable``) by
+        sessions": missing, another user's, deleted, or on a disabled host; nothing saved.  A
+        usable sandbox on an offline host may be saved (only a run needs the host online)."""
+        await self.provision()
+        _device, usable = await self.host_and_sandbox(online=False)
+        _device, disabled = await self.host_and_sandbox(enabled=False)
+        _device, deleted = await self.host_and_sandbox()
+        gone = await self.call("DELETE", f"/api/user/advanced-chat/cloud-sandboxes/{deleted}",
+                               token=self.user_token)
+        assert gone.status == 200, gone
+        other = await self.register("sandboxother")
+        path = "/api/user/advanced-chat/sessions/s-box"
+        for token, sandbox_id in [(self.user_token, "acs-missing"), (other["token"], usable),
+                                  (self.user_token, disabled), (self.user_token, deleted)]:
+            for method, target in (("PUT", path), ("POST", "/api/user/advanced-chat/sessions")):
+                answer = await self.call(method, target, token=token, json={
+                    "id": "s-box", "run_mode": "assistant", "cloud_sandbox_id": sandbox_id})
+                assert (answer.status, answer.json()["error"]) == (
+                    400, "Cloud sandbox is unavailable"), (sandbox_id, answer)
+        listed = await self.call("GET", "/api/user/advanced-chat/sessions",
+                                 token=self.user_token)
+        assert listed.json() == []
+        saved = await self.call("PUT", path, token=self.user_token, json={
+            "run_mode": "assistant", "cloud_sandbox_id": usable,
+            "connector_approval_mode": "manual"})
+        assert saved.status == 200, saved
+        assert saved.json()["cloud_sandbox_id"] == usable
+        assert saved.json()["connector_approval_mode"] == "full_access"  # a sandbox forces it

@@ -1,5 +1,7 @@
 """Saves a session draft in one transaction, checking in the contract's order (§1.6):
-agent, skills, knowledge bases, MCP servers, then ``late_checks``, then the store's 409s.
+agent, skills, knowledge bases, MCP servers, then ``late_checks``, then the cloud sandbox
+(the user's, ``ready``, on an enabled host: 400 ``Cloud sandbox is unavailable``; its host
+need not be online to save), then the store's 409s.
 
 The agent's skill, MCP server and knowledge base ids are merged into the session's (agent's
 first, order kept, no duplicates).
@@ -12,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from console.services.assistant.session_input import SessionDraft, Switches, late_checks
+from gateway.assistant.sandbox_binding import SandboxUnavailable, usable_sandbox
 from gateway.store.assistant import agents
 from gateway.store.assistant.references import check_skills
 from gateway.store.assistant.refused import invalid
@@ -60,4 +63,9 @@ def save_draft(conn: Connection, user_id: int, draft: SessionDraft, body: dict[s
                ) -> StoredSession:
     check_references(conn, user_id, draft, builtin, switches, now)
     late_checks(draft, body, switches)
+    if draft.values["cloud_sandbox_id"]:
+        try:
+            usable_sandbox(conn, user_id, draft.values["cloud_sandbox_id"])
+        except SandboxUnavailable as exc:
+            raise invalid(str(exc)) from None
     return save_session(conn, user_id, draft.id, draft.values, draft.messages, now)

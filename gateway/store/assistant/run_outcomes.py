@@ -71,26 +71,6 @@ def fail(conn: Connection, run: RunRow, error: str, now: datetime, *, cost_nanos
     return append_event(conn, run.id, run.session_id, "error", {"error": error}, now)
 
 
-def merge_detail(conn: Connection, run_id: str, detail: dict[str, Any], now: datetime) -> None:
-    """§1.9: details merged by tool-call id; a later one overwrites, keeping the earlier
-    non-empty ``result``/``arguments`` when it has none."""
-    current = conn.execute(select(RUNS.c.tool_call_details).where(RUNS.c.id == run_id)
-                           ).scalar()
-    details = list(current or [])
-    for index, known in enumerate(details):
-        if known.get("id") == detail.get("id"):
-            merged = {**known, **detail}
-            for key in ("result", "arguments"):
-                if not detail.get(key) and known.get(key):
-                    merged[key] = known[key]
-            details[index] = merged
-            break
-    else:
-        details.append(detail)
-    conn.execute(update(RUNS).where(RUNS.c.id == run_id, RUNS.c.status.in_(ACTIVE_RUN_STATUSES))
-                 .values(tool_call_details=details, tool_calls=len(details), updated_at=now))
-
-
 def record_cost(conn: Connection, run_id: str, cost_nanos: int, now: datetime) -> None:
     """A run stopped from elsewhere still owes what its model calls cost."""
     if cost_nanos:

@@ -115,14 +115,15 @@ def _messages(conn: Connection, session_ids: list[str]) -> dict[str, list[Messag
 
 
 def _latest_runs(conn: Connection, session_ids: list[str]) -> dict[str, RunRow]:
+    """The newest run of each session (ties: the greatest id).  Ranked within the sessions'
+    own runs (the session index), so a read costs the same however many runs exist."""
     if not session_ids:
         return {}
-    newest = (select(RUNS.c.session_id, func.max(RUNS.c.created_at).label("at"))
-              .where(RUNS.c.session_id.in_(session_ids)).group_by(RUNS.c.session_id)
-              .subquery())
-    rows = conn.execute(select(RUNS).join(newest, (RUNS.c.session_id == newest.c.session_id)
-                                          & (RUNS.c.created_at == newest.c.at))
-                        .order_by(RUNS.c.id)).mappings()
+    ranked = select(RUNS, func.row_number().over(
+        partition_by=RUNS.c.session_id,
+        order_by=(RUNS.c.created_at.desc(), RUNS.c.id.desc())).label("newest")).where(
+        RUNS.c.session_id.in_(session_ids)).subquery()
+    rows = conn.execute(select(ranked).where(ranked.c.newest == 1)).mappings()
     return {r["session_id"]: row_of(RunRow, r) for r in rows}
 
 

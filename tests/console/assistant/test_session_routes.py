@@ -186,10 +186,11 @@ class SessionConnectorFieldTests(AssistantCase):
             "run_mode": "assistant", "connector_device_id": "acd-1",
             "connector_approval_mode": "assistant", "connector_auto_approve": True})
         assert chosen["connector_approval_mode"] == "assistant"
-        sandbox = await self.ok("PUT", "/sessions/c", {
+        # §1.6: an unknown sandbox is refused (the forced ``full_access`` of a usable one:
+        # tests/console/test_assistant_sandbox_runs.py)
+        await self.refused_with("PUT", "/sessions/c", {
             "run_mode": "assistant", "cloud_sandbox_id": "acs-box",
-            "connector_approval_mode": "manual"})
-        assert sandbox["connector_approval_mode"] == "full_access"  # a sandbox forces it
+            "connector_approval_mode": "manual"}, 400, "Cloud sandbox is unavailable")
         chat = await self.ok("PUT", "/sessions/d", {
             "connector_device_id": "acd-1", "connector_approval_mode": "full_access"})
         assert chat["connector_device_id"] == "" and chat["connector_approval_mode"] == "manual"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.exc import StatementError
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
@@ -67,6 +68,39 @@ class EventBatcherTests(GatewayTestCase):
         current = await self.call("GET", f"/api/user/advanced-chat/runs/{runs[0].id}",
                                   token=self.user_token)
         assert current.json()["current_round"] == 5
+
+    async def test_a_batch_costs_a_few_statements_however_many_events(self) -> None:
+        """Lock + seq read + one multi-row insert + one update per run (tool-call details
+        merged in memory), not four statements per event."""
+        runs = await self.runs(4)
+        batcher, _announced = self.batcher()
+        now = self.ctx.now()
+        statements: list[str] = []
+
+        def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            statements.append(statement.split()[0].upper())
+
+        engine = self.ctx.db.engine
+        event.listen(engine, "before_cursor_execute", count)
+        self.addCleanup(event.remove, engine, "before_cursor_execute", count)
+        writes = []
+        for run in runs:
+            writes.append(batcher.write(run, "status", {"message": "model_round", "round": 1},
+                                        {"current_round": 1}, now))
+            for status in ("running", "ok"):
+                writes.append(batcher.write(run, "tool_call", {
+                    "id": "call_1", "round": 1, "name": "tasks_list", "status": status,
+                    "arguments": {}, "result": "done" if status == "ok" else ""}, None, now))
+        rows = await gatherResults(writes)
+        assert batcher.batch_sizes == [12] and all(row is not None for row in rows)
+        work = [s for s in statements if s not in ("BEGIN", "COMMIT")]
+        assert work == ["SELECT", "SELECT", "INSERT", "UPDATE", "UPDATE", "UPDATE", "UPDATE"]
+        current = await self.call("GET", f"/api/user/advanced-chat/runs/{runs[2].id}",
+                                  token=self.user_token)
+        assert current.json()["current_round"] == 1
+        assert current.json()["tool_call_details"] == [{
+            "id": "call_1", "round": 1, "name": "tasks_list", "status": "ok",
+            "arguments": {}, "result": "done"}]
 
     async def test_events_queued_while_a_batch_is_written_form_the_next_batch(self) -> None:
         [run] = await self.runs(1)

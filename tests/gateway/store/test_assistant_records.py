@@ -107,6 +107,23 @@ class AssistantRecordTests(TestCase):
         messages = [{"id": "m1", "role": "user", "content": "hi"}]
         return self.tx(sessions.save_session, user_id, session_id, values, messages, NOW)
 
+    def test_each_listed_session_shows_its_newest_run(self) -> None:
+        self.save(self.alice, "s1")
+        self.save(self.alice, "s2")
+        self.save(self.alice, "s3")
+        for run_id, session_id, minutes in (("acr-a", "s1", 0), ("acr-c", "s1", 2),
+                                            ("acr-b", "s1", 1), ("acr-d", "s2", 5),
+                                            ("acr-f", "s2", 5), ("acr-e", "s2", 5)):
+            self.tx(runs.create_run, {"id": run_id, "user_id": self.alice,
+                                      "session_id": session_id, "assistant_message_id": "m",
+                                      "mode": "assistant", "status": "completed"},
+                    NOW + timedelta(minutes=minutes))
+        listed = self.tx(sessions.list_sessions, self.alice, 0, 100)
+        newest = {s.session.id: s.latest_run.id if s.latest_run else None for s in listed}
+        # ties on the creation time: the greatest id
+        assert newest == {"s1": "acr-c", "s2": "acr-f", "s3": None}
+        assert self.tx(sessions.get_session, self.alice, "s2").latest_run.id == "acr-f"
+
     def test_session_upsert_ownership_and_running_run(self) -> None:
         stored = self.save(self.alice, "s1", title="One")
         assert stored.session.title == "One" and [m.id for m in stored.messages] == ["m1"]
