@@ -12,7 +12,28 @@ settlement path never waits on the hub, as it never waits on Redis.
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.protocols import amp
+
+#: AMP limits one value to 65,535 bytes; bus messages are cut into parts of this size
+PART = 60_000
+
+
+class LongBytes(amp.Argument):
+    """Bytes of any length, carried as ``name.0``, ``name.1``, ... (a bus message -- a links
+    event with a task's output, say -- may exceed one AMP value; Redis has no such limit)."""
+
+    def fromBox(self, name: bytes, strings: Any, objects: dict[str, Any], proto: Any) -> None:
+        parts: list[bytes] = []
+        while (key := name + b".%d" % len(parts)) in strings:
+            parts.append(strings.pop(key))
+        objects[name.decode()] = b"".join(parts)
+
+    def toBox(self, name: bytes, strings: Any, objects: dict[str, Any], proto: Any) -> None:
+        value: bytes = objects[name.decode()]
+        for number, start in enumerate(range(0, max(1, len(value)), PART)):
+            strings[name + b".%d" % number] = value[start:start + PART]
 
 
 class TakeAll(amp.Command):
@@ -50,14 +71,14 @@ class Release(amp.Command):
 class Publish(amp.Command):
     """A bus message for every worker (the sender too, as Redis does)."""
 
-    arguments = [(b"channel", amp.Unicode()), (b"message", amp.String())]
+    arguments = [(b"channel", amp.Unicode()), (b"message", LongBytes())]
     response = []  # type: ignore[var-annotated]
 
 
 class Deliver(amp.Command):
     """Hub -> worker: one bus message."""
 
-    arguments = [(b"channel", amp.Unicode()), (b"message", amp.String())]
+    arguments = [(b"channel", amp.Unicode()), (b"message", LongBytes())]
     requiresAnswer = False
 
 

@@ -190,6 +190,12 @@ class HubStateTests(HubCase):
         await a.barrier()
         await b.barrier()
         assert sorted(got) == [("a", b"n1|*"), ("a", b"n2|*"), ("b", b"n1|*")]
+        # a message longer than one AMP value (64 KiB) arrives whole; an empty one too
+        big = bytes(range(256)) * 1000
+        for message in (big, b""):
+            await a.publish("lockgate:keys", message)
+            await a.barrier()
+            assert got[-1] == ("a", message)
 
 
 async def until(condition: Callable[[], bool], within: float = 5.0) -> None:
