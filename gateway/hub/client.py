@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.endpoints import UNIXClientEndpoint, connectProtocol
 from twisted.internet.protocol import connectionDone
@@ -31,6 +32,10 @@ class HubUnavailable(SharedStateUnavailable):
     """The supervisor's hub is not connected: the command was not sent."""
 
 
+class HubOperationFailed(Exception):
+    """The hub ran the operation and it raised (the message says what)."""
+
+
 class _WorkerSide(amp.AMP):
     def __init__(self, owner: HubState) -> None:
         super().__init__()
@@ -46,8 +51,9 @@ class _WorkerSide(amp.AMP):
         self._owner._connection_lost(reason)
 
 
-def _verdict(answer: dict[str, Any]) -> WindowVerdict:
-    return WindowVerdict(answer["allowed"], answer["remaining"], answer["retry_after"])
+def _verdict(answer: list[Any]) -> WindowVerdict:
+    allowed, remaining, retry_after = answer
+    return WindowVerdict(bool(allowed), int(remaining), int(retry_after))
 
 
 class HubState:
@@ -61,6 +67,10 @@ class HubState:
         self._protocol: _WorkerSide | None = None
         self._subscribers: dict[str, list[Callable[[bytes], None]]] = defaultdict(list)
         self._stopping = False
+        #: this turn's operations, not sent yet, and their waiters (None: nothing to answer)
+        self._ops: list[list[Any]] = []
+        self._waiters: list[Deferred[Any] | None] = []
+        self._flush_call: Any = None
         #: fires once when the hub connection is lost other than by ``stop``
         self.lost: Deferred[None] = Deferred()
 
@@ -84,6 +94,7 @@ class HubState:
     def stop(self) -> Deferred[None]:
         """Close the connection once everything sent so far was handled by the hub."""
         self._stopping = True
+        self.flush()
         protocol = self._protocol
         if protocol is None:
             return succeed(None)
@@ -98,6 +109,7 @@ class HubState:
 
     def _connection_lost(self, reason: Failure) -> None:
         self._protocol = None
+        self.flush()  # whatever was still queued fails now
         if not self._stopping:
             log.error("the supervisor's state hub is gone ({reason})",
                       reason=reason.getErrorMessage())
@@ -106,49 +118,99 @@ class HubState:
 
     # --- calls ------------------------------------------------------------------------------
 
-    def call(self, command: type[amp.Command], **arguments: Any) -> Deferred[Any]:
-        """Ask the hub; fails with ``HubUnavailable`` at once when not connected."""
-        protocol = self._protocol
-        if protocol is None:
+    def ask(self, name: str, *arguments: Any) -> Deferred[Any]:
+        """Queue an operation for this turn's batch; fires with its answer, or fails with
+        ``HubUnavailable`` at once when not connected (``HubOperationFailed`` if it raised)."""
+        if self._protocol is None:
             return fail(HubUnavailable("the supervisor's state hub is not connected"))
-        return protocol.callRemote(command, **arguments)
+        waiter: Deferred[Any] = Deferred()
+        self._queue(name, arguments, waiter)
+        return waiter
 
-    def tell(self, command: type[amp.Command], **arguments: Any) -> None:
-        """Send a message that needs no answer (dropped, with a log line, if not connected)."""
+    def tell(self, name: str, *arguments: Any) -> None:
+        """Queue an operation that needs no answer (dropped, with a log line, if not
+        connected: the hub gives a lost worker's holds back anyway)."""
+        if self._protocol is None:
+            log.warn("state hub not connected: {name} not sent", name=name)
+            return
+        self._queue(name, arguments, None)
+
+    def _queue(self, name: str, arguments: tuple[Any, ...], waiter: Deferred[Any] | None
+               ) -> None:
+        self._ops.append([name, *arguments])
+        self._waiters.append(waiter)
+        if self._flush_call is None:
+            self._flush_call = self._reactor.callLater(0, self.flush)
+
+    def flush(self) -> None:
+        """Send the queued operations now, as one batch."""
+        if self._flush_call is not None:
+            if self._flush_call.active():
+                self._flush_call.cancel()
+            self._flush_call = None
+        if not self._ops:
+            return
+        ops, waiters = self._ops, self._waiters
+        self._ops, self._waiters = [], []
         protocol = self._protocol
         if protocol is None:
-            log.warn("state hub not connected: {command} not sent", command=command.__name__)
-            return
-        protocol.callRemote(command, **arguments)
+            answer: Deferred[Any] = fail(HubUnavailable("the state hub went away"))
+        else:
+            answer = protocol.callRemote(commands.Batch, ops=orjson.dumps(ops))
+        answer.addCallbacks(self._answered, self._batch_failed,
+                            callbackArgs=(waiters,), errbackArgs=(waiters,))
+
+    @staticmethod
+    def _answered(answer: dict[str, Any], waiters: list[Deferred[Any] | None]) -> None:
+        for waiter, result in zip(waiters, orjson.loads(answer["results"]), strict=True):
+            if waiter is None:
+                continue
+            if isinstance(result, dict):
+                waiter.errback(HubOperationFailed(result.get("error", "")))
+            else:
+                waiter.callback(result)
+
+    @staticmethod
+    def _batch_failed(failure: Failure, waiters: list[Deferred[Any] | None]) -> None:
+        if failure.check(HubUnavailable):
+            error: Exception = failure.value  # type: ignore[assignment]
+        else:
+            error = HubUnavailable(f"state hub call failed: {failure.getErrorMessage()}")
+        for waiter in waiters:
+            if waiter is not None:
+                waiter.errback(error)
 
     def barrier(self) -> Deferred[None]:
         """Fires once the hub handled everything sent before."""
-        return self.call(commands.Barrier).addCallback(lambda _: None)
+        self.flush()
+        if self._protocol is None:
+            return fail(HubUnavailable("the supervisor's state hub is not connected"))
+        return self._protocol.callRemote(commands.Barrier).addCallback(lambda _: None)
 
     def take_all(self, limits: Sequence[tuple[str, int]],
                  window_seconds: int) -> Deferred[WindowVerdict]:
-        return self.call(commands.TakeAll, keys=[key for key, _ in limits],
-                         limits=[limit for _, limit in limits],
-                         window=window_seconds).addCallback(_verdict)
+        return self.ask("take_all", [key for key, _ in limits], [limit for _, limit in limits],
+                        window_seconds).addCallback(_verdict)
 
     def hit(self, key: str, limit: int, window_seconds: int) -> Deferred[WindowVerdict]:
-        return self.call(commands.Hit, key=key, limit=limit,
-                         window=window_seconds).addCallback(_verdict)
+        return self.ask("hit", key, limit, window_seconds).addCallback(_verdict)
 
     def incr(self, key: str, amount: int = 1) -> Deferred[int]:
-        return self.call(commands.Incr, key=key, amount=amount).addCallback(
-            lambda answer: int(answer["value"]))
+        return self.ask("incr", key, amount)
 
     def claim(self, key: str, ttl_seconds: int) -> Deferred[bool]:
-        return self.call(commands.Claim, key=key, ttl=int(ttl_seconds)).addCallback(
-            lambda answer: bool(answer["claimed"]))
+        return self.ask("claim", key, int(ttl_seconds))
 
     def release(self, key: str) -> Deferred[None]:
-        return self.call(commands.Release, key=key).addCallback(lambda _: None)
+        return self.ask("release", key).addCallback(lambda _: None)
 
     def publish(self, channel: str, message: bytes) -> Deferred[None]:
-        return self.call(commands.Publish, channel=channel, message=message).addCallback(
-            lambda _: None)
+        """After everything queued before it (one connection keeps the order)."""
+        self.flush()
+        if self._protocol is None:
+            return fail(HubUnavailable("the supervisor's state hub is not connected"))
+        return self._protocol.callRemote(commands.Publish, channel=channel,
+                                         message=message).addCallback(lambda _: None)
 
     def subscribe(self, channel: str, callback: Callable[[bytes], None]) -> Callable[[], None]:
         self._subscribers[channel].append(callback)

@@ -11,9 +11,11 @@ dead worker's reservations never outlive it (contract §7 allows 60 s; this take
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.defer import Deferred
+import orjson
+from twisted.internet.defer import Deferred, gatherResults, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import Logger
@@ -28,9 +30,8 @@ from gateway.state.protocol import WindowVerdict
 log = Logger()
 
 
-def _verdict(verdict: WindowVerdict) -> dict[str, Any]:
-    return {"allowed": verdict.allowed, "remaining": verdict.remaining,
-            "retry_after": verdict.retry_after}
+def _verdict(verdict: WindowVerdict) -> list[Any]:
+    return [verdict.allowed, verdict.remaining, verdict.retry_after]
 
 
 class HubProtocol(amp.AMP):
@@ -42,6 +43,24 @@ class HubProtocol(amp.AMP):
         super().connectionMade()
         self.owner = Owner(name=f"worker-connection-{id(self):x}")
         self.factory.connections.add(self)
+        state, wallets, owner = self.factory.state, self.factory.wallets, self.owner
+        #: operation name -> handler(*arguments) returning a value or a Deferred
+        self.operations: dict[str, Callable[..., Any]] = {
+            "take_all": lambda keys, limits, window: state.take_all(
+                list(zip(keys, limits, strict=True)), window).addCallback(_verdict),
+            "hit": lambda key, limit, window: state.hit(key, limit, window).addCallback(
+                _verdict),
+            "incr": state.incr,
+            "claim": state.claim,
+            "release": state.release,
+            "reserve": lambda request_id, user_id, key_id, amount: Deferred.fromCoroutine(
+                wallets.reserve(owner, request_id, user_id, key_id, amount)),
+            "give_back": lambda request_id: wallets.release(owner, request_id),
+            "settling": lambda held, ref, user_id, key_id, cost: wallets.settling(
+                owner, held, ref, user_id, key_id, cost),
+            "settled": lambda ref, charged: wallets.settled(owner, ref, charged),
+            "forget": self._forget,
+        }
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         super().connectionLost(reason)
@@ -51,58 +70,7 @@ class HubProtocol(amp.AMP):
             log.warn("a worker left with {n} money holds or queued debits: given back, "
                      "its accounts reload from the database", n=dropped)
 
-    @commands.TakeAll.responder
-    def take_all(self, keys: list[str], limits: list[int], window: int) -> Deferred[Any]:
-        return self.factory.state.take_all(list(zip(keys, limits, strict=True)),
-                                           window).addCallback(_verdict)
-
-    @commands.Hit.responder
-    def hit(self, key: str, limit: int, window: int) -> Deferred[Any]:
-        return self.factory.state.hit(key, limit, window).addCallback(_verdict)
-
-    @commands.Incr.responder
-    def incr(self, key: str, amount: int) -> Deferred[Any]:
-        return self.factory.state.incr(key, amount).addCallback(lambda v: {"value": v})
-
-    @commands.Claim.responder
-    def claim(self, key: str, ttl: int) -> Deferred[Any]:
-        return self.factory.state.claim(key, ttl).addCallback(lambda ok: {"claimed": ok})
-
-    @commands.Release.responder
-    def release(self, key: str) -> Deferred[Any]:
-        return self.factory.state.release(key).addCallback(lambda _: {})
-
-    @commands.Publish.responder
-    def publish(self, channel: str, message: bytes) -> dict[str, Any]:
-        for connection in list(self.factory.connections):
-            connection.callRemote(commands.Deliver, channel=channel, message=message)
-        return {}
-
-    @commands.Reserve.responder
-    def reserve(self, request_id: str, user_id: int, key_id: int | None,
-                amount: int) -> Deferred[Any]:
-        d = Deferred.fromCoroutine(self.factory.wallets.reserve(
-            self.owner, request_id, user_id, key_id, amount))
-        return d.addCallback(lambda outcome: {"outcome": outcome})
-
-    @commands.GiveBack.responder
-    def give_back(self, request_id: str) -> dict[str, Any]:
-        self.factory.wallets.release(self.owner, request_id)
-        return {}
-
-    @commands.Settling.responder
-    def settling(self, held: str, ref: str, user_id: int, key_id: int | None,
-                 cost: int) -> dict[str, Any]:
-        self.factory.wallets.settling(self.owner, held, ref, user_id, key_id, cost)
-        return {}
-
-    @commands.Settled.responder
-    def settled(self, ref: str, charged: int | None) -> dict[str, Any]:
-        self.factory.wallets.settled(self.owner, ref, charged)
-        return {}
-
-    @commands.Forget.responder
-    def forget(self, kind: str, ident: int) -> dict[str, Any]:
+    def _forget(self, kind: str, ident: int) -> None:
         wallets = self.factory.wallets
         if kind == "user":
             wallets.forget_user(ident)
@@ -112,6 +80,31 @@ class HubProtocol(amp.AMP):
             wallets.forget_all_users()
         elif kind == "all-keys":
             wallets.forget_all_keys()
+
+    @commands.Batch.responder
+    def batch(self, ops: bytes) -> Deferred[dict[str, Any]]:
+        """Run the operations in order; answer once every one has an answer."""
+        answers: list[Deferred[Any]] = []
+        for name, *arguments in orjson.loads(ops):
+            try:
+                outcome = self.operations[name](*arguments)
+            except Exception as exc:
+                log.failure("hub operation {name} failed", name=name)
+                outcome = {"error": f"{type(exc).__name__}: {exc}"}
+            answer = outcome if isinstance(outcome, Deferred) else succeed(outcome)
+            answers.append(answer.addErrback(self._failed, name))
+        done: Deferred[list[Any]] = gatherResults(answers)
+        return done.addCallback(lambda results: {"results": orjson.dumps(results)})
+
+    @staticmethod
+    def _failed(failure: Failure, name: str) -> dict[str, str]:
+        log.failure("hub operation {name} failed", failure, name=name)
+        return {"error": f"{failure.type.__name__}: {failure.getErrorMessage()}"}
+
+    @commands.Publish.responder
+    def publish(self, channel: str, message: bytes) -> dict[str, Any]:
+        for connection in list(self.factory.connections):
+            connection.callRemote(commands.Deliver, channel=channel, message=message)
         return {}
 
     @commands.Barrier.responder

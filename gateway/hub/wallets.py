@@ -13,7 +13,6 @@ import random
 
 from twisted.internet.defer import Deferred, ensureDeferred
 
-from gateway.hub import commands
 from gateway.hub.client import HubState
 from gateway.ledger.wallet import (
     InsufficientBalance,
@@ -49,12 +48,10 @@ class HubWallets:
         reservation = Reservation(request_id, user_id, key_id, amount)
         self._held[request_id] = reservation  # before the answer: a release may follow it
         try:
-            answer = await self.hub.call(commands.Reserve, request_id=request_id,
-                                         user_id=user_id, key_id=key_id, amount=amount)
+            outcome = await self.hub.ask("reserve", request_id, user_id, key_id, amount)
         except Exception as exc:
             self._held.pop(request_id, None)
             raise WalletUnavailable(f"state hub unavailable: {exc}") from exc
-        outcome = answer["outcome"]
         if outcome != ADMITTED:
             self._held.pop(request_id, None)
             raise InsufficientBalance() if outcome == NO_BALANCE else KeyQuotaExceeded()
@@ -67,7 +64,7 @@ class HubWallets:
         reservation.held = False
         if self._held.get(reservation.request_id) is reservation:
             del self._held[reservation.request_id]
-            self.hub.tell(commands.GiveBack, request_id=reservation.request_id)
+            self.hub.tell("give_back", reservation.request_id)
 
     def settling(self, reservation: Reservation | None, user_id: int, key_id: int | None,
                  cost_nanos: int) -> SettlingToken:
@@ -84,8 +81,7 @@ class HubWallets:
             ref = (reservation.request_id if reservation is not None
                    else f"n{random.getrandbits(64):016x}")
         if held or ref:
-            self.hub.tell(commands.Settling, held=held, ref=ref, user_id=user_id,
-                          key_id=key_id, cost=cost)
+            self.hub.tell("settling", held, ref, user_id, key_id, cost)
         return SettlingToken(user_id, key_id, cost, 0, 0, ref=ref)
 
     def settled(self, token: SettlingToken, balance_after: int | None = None,
@@ -98,19 +94,19 @@ class HubWallets:
         committed = balance_after is not None or charged_nanos is not None
         charged = None if not committed else (
             token.cost_nanos if charged_nanos is None else max(0, charged_nanos))
-        self.hub.tell(commands.Settled, ref=token.ref, charged=charged)
+        self.hub.tell("settled", token.ref, charged)
 
     def forget_user(self, user_id: int) -> None:
-        self.hub.tell(commands.Forget, kind="user", ident=user_id)
+        self.hub.tell("forget", "user", user_id)
 
     def forget_key(self, key_id: int) -> None:
-        self.hub.tell(commands.Forget, kind="key", ident=key_id)
+        self.hub.tell("forget", "key", key_id)
 
     def forget_all_keys(self) -> None:
-        self.hub.tell(commands.Forget, kind="all-keys", ident=0)
+        self.hub.tell("forget", "all-keys", 0)
 
     def forget_all_users(self) -> None:
-        self.hub.tell(commands.Forget, kind="all-users", ident=0)
+        self.hub.tell("forget", "all-users", 0)
 
     def stop(self) -> Deferred[None]:
         """Fires once the hub handled every message sent so far."""

@@ -75,7 +75,11 @@ class WorkersTests(DrainTestCase):
         assert burst(node, provisioned.api_key, 10) == Counter({200: 3, 402: 7})
         assert self.upstream.requests == 3
 
-        # a key quota for two more calls, with money for many
+        # a key quota for two more calls, with money for many (set once the three calls are
+        # committed: the balance is set, not added to)
+        wait_for(lambda: ledger_view(self.database, provisioned.user_id,
+                                     provisioned.key_id).key_used_nanos == 3 * UNIT,
+                 10, "the three calls to be committed")
         node.ok("PUT", f"/api/users/{provisioned.user_id}", {"balance": "100"},
                 token=provisioned.admin_token)
         node.ok("PUT", f"/api/user/api-keys/{provisioned.key_id}", {"quota_limit": "5"},
