@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 from tests.support.lockgate_node import MODEL, LockgateNode, Provisioned, chat, ledger_view
+from tests.support.redis_server import fresh_prefix, redis_server
 from tests.tap.test_drain import CLEAN_EXITS, DrainTestCase, in_thread, stream_text, wait_for
 
 UNIT = 10**9
@@ -160,3 +161,11 @@ class WorkersTests(DrainTestCase):
         self.assert_billed_once(ledger_view(self.database, provisioned.user_id,
                                             provisioned.key_id),
                                 provisioned, calls=6, start_nanos=100 * 10**9)
+
+    def test_with_redis_the_workers_share_through_redis(self) -> None:
+        node = self.workers_node("--redis", redis_server().url(fresh_prefix()))
+        assert "shared state: Redis" in node.output()
+        provisioned = node.provision(self.upstream.base_url, balance="3")
+        self.per_call_model(node, provisioned)
+        assert burst(node, provisioned.api_key, 10) == Counter({200: 3, 402: 7})
+        assert self.upstream.requests == 3
