@@ -24,6 +24,7 @@ from gateway.hub.wallets import HubWallets
 from gateway.ledger.settlement import SettlementRecord, Settler
 from gateway.ledger.wallet import InsufficientBalance, KeyQuotaExceeded, WalletUnavailable
 from gateway.ledger.wallet_authority import Owner, WalletAuthority
+from gateway.store.pool import DBRunner, make_engine
 from tests.gateway.billing.ledger_case import UNIT, LedgerCase
 from tests.gateway.billing.test_wallet import ONE_UNIT
 
@@ -85,6 +86,44 @@ class HubWalletTests(HubCase):
             with self.assertRaises(KeyQuotaExceeded):
                 await wallets.reserve("late", user, key, 1)
         await self.verify_ledger()
+
+    async def test_two_writers_on_one_sqlite_file_settle_every_call_exactly_once(self) -> None:
+        """Each worker commits through its own engine (its own connection and lock on the
+        file, as separate processes do): no batch lost, none written twice."""
+        engine, threads = make_engine(str(self.db.engine.url))
+        other_db = DBRunner(reactor, engine, threads)
+        other_db.start()
+        self.addCleanup(other_db.stop)
+        user = await self.add_user(60 * UNIT)
+        key = await self.add_key(user)
+        (_, a, settle_a), (state_b, b, _) = await self.worker(), await self.worker()
+        settle_b = Settler(other_db, self.clock, b)
+        both = await DeferredList([
+            Deferred.fromCoroutine(self.reserve_many(a, 50, user, key, UNIT, "a")),
+            Deferred.fromCoroutine(self.reserve_many(b, 50, user, key, UNIT, "b"))])
+        admitted = [r for _, (ok, _) in both for r in ok]
+        assert len(admitted) == 60
+        settled = []
+        for reservation in admitted:
+            settler = settle_a if reservation.request_id.startswith("a") else settle_b
+            settled.append(settler.settle(reservation, SettlementRecord(
+                request_id=reservation.request_id, user_id=user, api_key_id=key,
+                cost=one_unit())))
+            if len(settled) % 7 == 0:  # batches of both writers interleave on the file
+                settle_a.flush()
+                settle_b.flush()
+        await DeferredList([settle_a.flush(), settle_b.flush()])
+        await DeferredList(settled)
+        logs = await self.logs()
+        assert sorted(row["request_id"] for row in logs) == sorted(
+            r.request_id for r in admitted)
+        assert sum(row["cost_nanos"] for row in logs) == 60 * UNIT
+        assert await self.balance(user) == 0
+        assert (await self.key_row(key))["spent_nanos"] == 60 * UNIT
+        await self.verify_ledger()
+        await state_b.barrier()
+        with self.assertRaises(InsufficientBalance):
+            await a.reserve("late", user, key, 1)
 
     async def test_a_balance_is_admitted_once_across_workers_and_spendable_after_commit(
             self) -> None:
