@@ -63,10 +63,22 @@ FIRST_INHERITED_FD = 3
 
 
 class _WorkerProcess(ProcessProtocol):
+    """One worker; with ``--logfile`` its output comes through here, line by line."""
+
     def __init__(self, supervisor: Supervisor, index: int) -> None:
         self.supervisor = supervisor
         self.index = index
         self.ended: Deferred[None] = Deferred()
+        self.log = Logger(namespace=f"lockgate.worker.{index}")
+        self._partial: dict[int, bytes] = {}
+
+    def childDataReceived(self, childFD: int, data: bytes) -> None:
+        lines = (self._partial.pop(childFD, b"") + data).split(b"\n")
+        if lines[-1]:
+            self._partial[childFD] = lines[-1]
+        for line in lines[:-1]:
+            if line:
+                self.log.info("{line}", line=line.decode("utf-8", "replace"))
 
     def processEnded(self, reason: Failure) -> None:
         self.supervisor._ended(self, reason)
@@ -147,17 +159,19 @@ class Supervisor(Service):
         self.restarts.pop(index, None)
         if self.stopping:
             return
-        child_fds: dict[int, Any] = {0: "w", 1: 1, 2: 2}
+        logfile = (self.twistd_options or {}).get("logfile") if self.twistd_options else None
+        # a log file written by N processes at once (twistd's does not append atomically)
+        # mangles lines: with --logfile the workers' output reaches it through this process
+        relayed = bool(logfile) and logfile != "-"
+        child_fds: dict[int, Any] = ({0: "w", 1: "r", 2: "r"} if relayed else
+                                     {0: "w", 1: 1, 2: 2})
         inherited = []
         for offset, group in enumerate(self.sockets):
             child_fds[FIRST_INHERITED_FD + offset] = group[index].fileno()
             inherited.append((FIRST_INHERITED_FD + offset, group[index].family))
         argv = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()",
                 "--nodaemon", "--pidfile="]
-        logfile = (self.twistd_options or {}).get("logfile") if self.twistd_options else None
-        if logfile:
-            argv.append(f"--logfile={logfile}")
-        argv.append("lockgate")
+        argv += ["--logfile=-", "lockgate"]
         environ = self.worker_environment(index)
         environ.update(environ_for(index, inherited, self.hub_path))
         process = _WorkerProcess(self, index)

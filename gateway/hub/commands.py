@@ -45,10 +45,11 @@ class Publish(amp.Command):
 
 
 class Deliver(amp.Command):
-    """Hub -> worker: one bus message."""
+    """Hub -> worker: one bus message; answered once the worker's subscribers ran (so the
+    publisher hears back only when every worker dropped what the message invalidates)."""
 
     arguments = [(b"channel", amp.Unicode()), (b"message", LongBytes())]
-    requiresAnswer = False
+    response = []  # type: ignore[var-annotated]
 
 
 class Batch(amp.Command):

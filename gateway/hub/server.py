@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from twisted.internet.defer import Deferred, gatherResults, succeed
+from twisted.internet.defer import Deferred, DeferredList, gatherResults, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Factory, connectionDone
 from twisted.logger import Logger
@@ -28,6 +28,9 @@ from gateway.state.memory import MemoryState
 from gateway.state.protocol import WindowVerdict
 
 log = Logger()
+
+#: seconds a publisher waits at most for a worker to take a bus message (contract §4: 1 s)
+DELIVERY_TIMEOUT = 1.0
 
 
 def _verdict(verdict: WindowVerdict) -> list[Any]:
@@ -102,10 +105,15 @@ class HubProtocol(amp.AMP):
         return {"error": f"{failure.type.__name__}: {failure.getErrorMessage()}"}
 
     @commands.Publish.responder
-    def publish(self, channel: str, message: bytes) -> dict[str, Any]:
-        for connection in list(self.factory.connections):
+    def publish(self, channel: str, message: bytes) -> Deferred[dict[str, Any]]:
+        """Answered once every worker ran its subscribers (a console write is then seen by
+        the next request on any worker), or after ``DELIVERY_TIMEOUT`` for a stuck one."""
+        deliveries = [
             connection.callRemote(commands.Deliver, channel=channel, message=message)
-        return {}
+            .addTimeout(DELIVERY_TIMEOUT, self.factory.clock)
+            for connection in list(self.factory.connections)]
+        done: Deferred[Any] = DeferredList(deliveries, consumeErrors=True)
+        return done.addCallback(lambda _: {})
 
     @commands.Barrier.responder
     def barrier(self) -> dict[str, Any]:
@@ -118,6 +126,7 @@ class HubFactory(Factory):
     protocol = HubProtocol  # type: ignore[assignment]
 
     def __init__(self, clock: IReactorTime, wallets: WalletAuthority) -> None:
+        self.clock = clock
         self.state = MemoryState(clock)
         self.wallets = wallets
         self.connections: set[HubProtocol] = set()

@@ -38,6 +38,15 @@ def worker_pids(node: LockgateNode, probes: int = 24) -> dict[int, int]:
     return seen
 
 
+def alive(pid: int) -> bool:
+    """Running (a zombie nobody reaped yet counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def burst(node: LockgateNode, api_key: str, calls: int) -> Counter[int]:
     """``calls`` concurrent non-streaming calls; how many answered with each status."""
     joins = [in_thread(lambda: chat(node, api_key, stream=False)) for _ in range(calls)]
@@ -135,6 +144,15 @@ class WorkersTests(DrainTestCase):
         assert len(served) == 10 and view.balance_nanos == 0, [
             (row["status"], row["cost_nanos"]) for row in view.usage]
         assert view.ledger_sum_nanos == 0 and view.key_used_nanos == 10 * UNIT, view
+
+    def test_workers_stop_when_their_supervisor_is_killed(self) -> None:
+        node = self.workers_node()
+        pids = worker_pids(node)
+        node.process.kill()  # SIGKILL: no drain, no goodbye; the hub's socket closes
+        node.process.wait()
+        wait_for(lambda: not any(alive(pid) for pid in pids.values()), 30,
+                 "the orphaned workers to stop")
+        assert "the supervisor is gone, stopping" in node.output()
 
     def test_sigterm_drains_both_workers_and_bills_each_call_once(self) -> None:
         node = self.workers_node()
