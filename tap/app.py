@@ -36,6 +36,7 @@ from gateway.jobs.order_expiry import OrderExpiry
 from gateway.jobs.retention import LogRetention
 from gateway.jobs.sandbox_storage import SandboxStorageJob
 from gateway.keys import KeyHasher
+from gateway.ledger.wallet import WalletBook
 from gateway.links.node import AgentLinks
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
@@ -101,6 +102,7 @@ class Lockgate:
         node_name: str | None = None,
         metrics: bool = False,
         tracing: Tracing | None = None,
+        wallets: WalletBook | None = None,
     ) -> Lockgate:
         """Start the database side (blocking: runs before any listener) and wire the app,
         starting each piece as it is added to ``services``."""
@@ -138,7 +140,7 @@ class Lockgate:
             links=AgentLinks(db, state, clock, (node_name or "").strip()),
         )
         families = open_metrics(catalog) if metrics else None
-        gateway = build_gateway(ctx, metrics=families, tracing=tracing)
+        gateway = build_gateway(ctx, metrics=families, tracing=tracing, wallets=wallets)
         gateway_pieces(reactor, gateway).setServiceParent(services)
         tasks = TaskPoller(gateway, node=ctx.node_name or f"pid{os.getpid()}",
                            announce_user=lambda user_id: invalidation.announce(

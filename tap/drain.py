@@ -26,6 +26,7 @@ from tap.http_channel import LockgateSite
 #: paths a draining process still serves normally (``/readyz`` answers "draining")
 _STILL_SERVED = (b"/healthz", b"/metrics")
 _GATEWAY_PREFIXES = (b"/v1/", b"/v1beta/")
+_PROBES = (b"/healthz", b"/readyz")
 
 
 class InFlight:
@@ -109,6 +110,8 @@ class CountingSite(LockgateSite):
         super().__init__(resource, logPath=None if access_log == OFF else access_log, **kwargs)
         self.in_flight = in_flight
         self.access_log = access_log
+        #: ``--workers``: which worker this is, told on the probes (``Lockgate-Worker``)
+        self.worker_label: bytes | None = None
 
     def startFactory(self) -> None:
         super().startFactory()
@@ -120,6 +123,8 @@ class CountingSite(LockgateSite):
         return BufferedAccessLog.open(self.access_log, self.reactor)
 
     def getResourceFor(self, request: Request) -> Any:
+        if self.worker_label is not None and request.path in _PROBES:
+            request.setHeader(b"lockgate-worker", self.worker_label)
         if self.in_flight.draining:
             path = (request.path or b"/").rstrip(b"/")
             if path == b"/readyz":

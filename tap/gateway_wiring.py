@@ -22,9 +22,11 @@ from gateway.user_cache import UserCache
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
                   settle_interval: float = 0.02,
                   metrics: GatewayMetrics | None = None,
-                  tracing: Tracing | None = None) -> GatewayContext:
-    wallets: WalletBook
-    if needs_shared_wallets(ctx.state):
+                  tracing: Tracing | None = None,
+                  wallets: WalletBook | None = None) -> GatewayContext:
+    if wallets is not None:
+        pass  # given by the caller (a --workers process: the supervisor's book)
+    elif needs_shared_wallets(ctx.state):
         # several processes share this state (Redis): reservations must be shared too
         wallets = SharedWallets(ctx.db, ctx.state, ctx.clock)
         wallets.start()

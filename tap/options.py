@@ -34,6 +34,7 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "otlp-endpoint": ("LOCKGATE_OTLP_ENDPOINT", None),
     "node-name": ("LOCKGATE_NODE_NAME", ""),
     "log-format": ("LOCKGATE_LOG_FORMAT", "human"),
+    "workers": ("LOCKGATE_WORKERS", "1"),
 }
 
 
@@ -78,6 +79,11 @@ class Options(usage.Options):
         ["metrics-listen", None, None,
          "Endpoint string of a separate listener serving GET /metrics (Prometheus) and the "
          "/healthz and /readyz probes, e.g. tcp:9100:interface=127.0.0.1. Default: off."],
+        ["workers", None, None,
+         "Worker processes sharing the listening sockets (tcp: endpoints), 'auto' for one per "
+         "core (default 1: this process serves). Without --redis they share balances, quotas, "
+         "limits and cache invalidation through the supervisor; --metrics-listen port P "
+         "becomes P+i on worker i."],
         ["otlp-endpoint", None, None,
          "OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces): one span per "
          "request, a child span per upstream attempt. Default: no tracing."],
@@ -201,6 +207,7 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
     if log_format not in ("human", "json"):
         raise usage.UsageError("log-format must be 'human' or 'json'")
     options["log-format"] = log_format
+    options["workers"] = _worker_count(str(options["workers"]))
     if options.get("db-threads") is not None:
         try:
             threads = int(options["db-threads"])
@@ -209,3 +216,17 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
         if not 1 <= threads <= 64:
             raise usage.UsageError("db-threads must be between 1 and 64")
         options["db-threads"] = threads
+
+
+def _worker_count(value: str) -> int:
+    """``--workers``: a whole number from 1 to 64, or ``auto`` (the cores this process may use)."""
+    word = value.strip().lower()
+    if word == "auto":
+        return max(1, len(os.sched_getaffinity(0)))
+    try:
+        count = int(word)
+    except ValueError as exc:
+        raise usage.UsageError("workers must be a whole number or 'auto'") from exc
+    if not 1 <= count <= 64:
+        raise usage.UsageError("workers must be between 1 and 64")
+    return count

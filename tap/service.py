@@ -33,6 +33,7 @@ from tap.ordered_services import OrderedServices
 from tap.secrets import load_or_create
 from tap.startup_report import report_opened, report_setup
 from tap.state_factory import open_state
+from tap.worker_mode import WorkerSlot, listeners
 
 log = Logger()
 
@@ -50,11 +51,16 @@ class LockgateService(OrderedServices):
         self.failed_to_start = False
         #: twistd's own options (``--logfile``, ``-n``), when run by twistd
         self.twistd_options: Any = None
+        #: this process's place under a ``--workers`` supervisor (None: on its own)
+        self.worker = WorkerSlot.from_environ(os.environ)
 
     def startService(self) -> None:
         secret_created = not os.path.exists(self.options["secret-file"])
         secrets = load_or_create(self.options["secret-file"])
-        state = open_state(self.reactor, self.options.get("redis"))
+        hub = self.worker.hub(self.reactor) if self.worker is not None else None
+        state = hub[0] if hub is not None else open_state(self.reactor, self.options.get("redis"))
+        if hub is not None:
+            hub[0].lost.addCallback(self._hub_lost)
         self.app = Lockgate.open(
             self.reactor, database=self.options["database"], secrets=secrets, state=state,
             trusted_proxies=self.options.get("trusted-proxies") or "",
@@ -64,6 +70,7 @@ class LockgateService(OrderedServices):
             tracing=(Tracing(self.options["otlp-endpoint"], version=BUILD_VERSION)
                      if self.options.get("otlp-endpoint") else None),
             node_name=self.options.get("node-name") or "",
+            wallets=hub[1] if hub is not None else None,
         )
         self.app.services.setServiceParent(self)  # first child: the last to stop
         report_opened(self.options, secret_created)
@@ -88,8 +95,10 @@ class LockgateService(OrderedServices):
                             access_log=self.options["access-log"]))
         site.displayTracebacks = False
         site.noisy = False  # no "Starting factory" lines; report_setup says what listens
-        for endpoint in self.options["listen"]:
-            strports.service(endpoint, site).setServiceParent(self)
+        if self.worker is not None:
+            site.worker_label = self.worker.label
+        for listener in listeners(self.options["listen"], site, self.reactor, self.worker):
+            listener.setServiceParent(self)
         endpoints = list(self.options["listen"])
         if metrics is not None:
             in_flight = self.in_flight
@@ -102,6 +111,12 @@ class LockgateService(OrderedServices):
         log.info("Lockgate listening on {endpoints}", endpoints=", ".join(endpoints))
         ensureDeferred(report_setup(self.app.db, self.options["listen"])).addErrback(
             lambda failure: log.failure("start-up report failed", failure))
+
+    def _hub_lost(self, _: Any) -> None:
+        # the supervisor is gone: nobody shares this worker's money holds any more
+        log.error("Lockgate worker: the supervisor is gone, stopping")
+        if self.reactor.running:
+            self.reactor.stop()
 
     def _failed(self, failure: Any) -> None:
         log.failure("Lockgate failed to start", failure)
@@ -163,9 +178,15 @@ def exit_failed() -> None:
     os._exit(1)
 
 
-def makeService(options: Options) -> MultiService:
+def makeService(options: Options) -> MultiService | Service:
     from twisted.internet import reactor
 
+    if options["workers"] > 1:
+        from tap.supervisor import Supervisor
+
+        supervisor = Supervisor(dict(options), reactor, options["workers"])
+        supervisor.twistd_options = getattr(options, "parent", None)
+        return supervisor
     service = LockgateService(dict(options), reactor)
     service.twistd_options = getattr(options, "parent", None)
     return service

@@ -17,6 +17,7 @@ from twisted.logger import Logger
 from gateway.store.database_url import display_url
 from gateway.store.users import admin_exists
 from tap.version import version_line
+from tap.worker_mode import HUB as WORKER_HUB
 
 log = Logger()
 
@@ -30,7 +31,9 @@ def report_opened(options: dict[str, Any], secret_created: bool) -> None:
         version=version_line(), database=display_url(options["database"]),
         secret_file=os.path.abspath(options["secret-file"]),
         secret_state="created now, mode 0600: back it up" if secret_created else "existing",
-        shared=display_url(redis) if redis else "in this process (no --redis)",
+        shared=(display_url(redis) if redis else
+                "in the --workers supervisor" if os.environ.get(WORKER_HUB) else
+                "in this process (no --redis)"),
         node=f"; node {options['node-name']}" if options.get("node-name") else "")
 
 
