@@ -171,6 +171,23 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
 
     trips: list[float] = []
     device_id = device_ids[0]
+    profiler = db_profiler = None
+    if options.profile:
+        import cProfile
+
+        profiler, db_profiler = cProfile.Profile(), cProfile.Profile()
+        in_transaction = app.db._in_transaction
+
+        def profiled(*args: Any) -> Any:
+            # the database thread's share (cProfile follows one thread per profiler)
+            db_profiler.enable()
+            try:
+                return in_transaction(*args)
+            finally:
+                db_profiler.disable()
+
+        app.db._in_transaction = profiled  # type: ignore[method-assign]
+        profiler.enable()
     trips_cpu_start = cpu_seconds()
     for _ in range(options.trips):
         begun = time.perf_counter()
@@ -182,6 +199,10 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         assert row is not None and row.status == "completed", row
 
     trips_cpu = cpu_seconds() - trips_cpu_start
+    if profiler is not None and db_profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(options.profile)
+        db_profiler.dump_stats(options.profile + ".db")
     load = os.getloadavg()[0]
     child.terminate()
     child.wait()
@@ -215,6 +236,8 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=2000)
     parser.add_argument("--idle", type=float, default=60.0, help="idle CPU window, seconds")
     parser.add_argument("--trips", type=int, default=2000)
+    parser.add_argument("--profile", metavar="FILE",
+                        help="write a cProfile of the round trips (server side) to FILE")
     parser.add_argument("--devices", nargs=2, metavar=("URL", "TOKENS"),
                         help=argparse.SUPPRESS)
     options = parser.parse_args()
