@@ -54,6 +54,15 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def system_seconds() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
+def context_switches() -> int:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -188,7 +197,8 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
 
         app.db._in_transaction = profiled  # type: ignore[method-assign]
         profiler.enable()
-    trips_cpu_start = cpu_seconds()
+    trips_cpu_start, trips_system_start = cpu_seconds(), system_seconds()
+    switches_start = context_switches()
     for _ in range(options.trips):
         begun = time.perf_counter()
         task = await links.tasks.create(user_id=me["id"], device_id=device_id,
@@ -199,6 +209,8 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         assert row is not None and row.status == "completed", row
 
     trips_cpu = cpu_seconds() - trips_cpu_start
+    trips_system = system_seconds() - trips_system_start
+    switches = context_switches() - switches_start
     if profiler is not None and db_profiler is not None:
         profiler.disable()
         profiler.dump_stats(options.profile)
@@ -222,6 +234,8 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         "trip_p99_ms": round(percentile(trips, 0.99), 3),
         "trip_max_ms": round(max(trips), 3),
         "server_cpu_ms_per_trip": round(trips_cpu * 1000 / len(trips), 3),
+        "server_kernel_ms_per_trip": round(trips_system * 1000 / len(trips), 3),
+        "server_context_switches_per_trip": round(switches / len(trips), 1),
         "load_average_1m": round(load, 2),
         "cpus": os.cpu_count(),
     }

@@ -60,6 +60,8 @@ class DeviceLink(WebSocketServerProtocol):
         self.in_flight: dict[str, TaskRow] = {}
         self._output_sent: dict[str, int] = {}
         self._frames: Deferred[None] = succeed(None)
+        #: frames chained on ``_frames`` and not handled yet
+        self._frames_queued = 0
         self._hello_timer: Any = None
         self._pumping = False
         self._pump_again = False
@@ -128,8 +130,17 @@ class DeviceLink(WebSocketServerProtocol):
         if not self.said_hello and kind != "hello":
             self.send_error(f"hello required before {kind}")
             return
+        if kind == "heartbeat" and len(frame) == 1 and not self._frames_queued:
+            # the idle link's one frame: nothing to write, nothing ahead of it to wait for
+            self.send({"type": "heartbeat_ack", "server_time": rfc3339(self.hub.now())})
+            return
+        self._frames_queued += 1
         self._frames.addCallback(lambda _: ensureDeferred(handler(self, frame)))
         self._frames.addErrback(self._frame_failed)
+        self._frames.addBoth(self._frame_done)
+
+    def _frame_done(self, _: object) -> None:
+        self._frames_queued -= 1
 
     def _frame_failed(self, failure: Any) -> None:
         log.failure("link frame failed on {link}", failure, link=self.link_id)
