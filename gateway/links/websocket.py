@@ -160,6 +160,10 @@ class DeviceLink(WebSocketServerProtocol):
         if frame.get("protocol", 1) != 1:
             self.send_error("unsupported protocol version (this server speaks 1)")
             return
+        # the hello came in time: a slow database (thousands of links saying hello at once)
+        # must not turn into "hello required"
+        if self._hello_timer is not None and self._hello_timer.active():
+            self._hello_timer.cancel()
         now = self.hub.now()
 
         def register(conn: Any) -> DeviceRow | str:
@@ -181,8 +185,6 @@ class DeviceLink(WebSocketServerProtocol):
         self.device = outcome
         self.max_parallel = max_parallel
         self.said_hello = True
-        if self._hello_timer is not None and self._hello_timer.active():
-            self._hello_timer.cancel()
         if self.gone:
             self._closed_in_db()
             return
