@@ -2,16 +2,19 @@
 round trip under 2 ms): it is born ``running`` in the creating transaction, so the round trip
 costs two transactions (create, result) and nothing re-reads the queue; the dispatch rules of
 agents contract §2.4 still hold (``created_at`` order, ``max_parallel``, a user device runs only
-its owner's tasks, a task is handed out once across transports)."""
+its owner's tasks, a task is handed out once across transports).  A hello that arrives in time
+is welcomed however long its registration waits for a busy database."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from twisted.internet.defer import ensureDeferred
 
 from gateway.store import connector_tasks as task_store
 from tests.gateway.links.link_case import LinkTestCase
+from tests.support.link_client import connect
 
 CONNECTORS = "/api/advanced-chat/connectors"
 #: where a round trip's transactions come from (the task queue, its links, the sandbox charge)
@@ -151,6 +154,27 @@ class DirectDispatchTests(LinkTestCase):
         finished = await waiting
         assert finished is not None and finished.error_message == "elsewhere"
         assert token
+
+
+class BusyDatabaseHelloTests(LinkTestCase):
+    async def test_a_hello_in_time_is_welcomed_however_long_registration_waits(self) -> None:
+        _, token, _ = await self.user_with_device()
+        client = await connect(self.base, token)
+        self.addCleanup(client.transport.abortConnection)
+        # the database thread is busy (thousands of links saying hello at once)
+        release = threading.Event()
+        busy = self.app.db.transaction(lambda conn: release.wait(30))
+        self.addCleanup(release.set)
+        client.send({"type": "hello", "protocol": 1, "hostname": "box", "os": "linux",
+                     "arch": "amd64", "version": "1", "kind": "cli", "mode": "platform"})
+        await self.until(lambda: _true(not any(
+            call.active() and getattr(call.func, "__name__", "") == "_hello_overdue"
+            for call in self.clock.getDelayedCalls())))
+        self.clock.advance(11)
+        release.set()
+        await busy
+        welcome = await client.next()
+        assert welcome["type"] == "welcome", welcome
 
 
 async def _true(value: bool) -> bool:
