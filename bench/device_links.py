@@ -1,7 +1,9 @@
 """Agent links under load: many idle device links held by one process, and the task round trip.
 
-    .venv/bin/python bench/device_links.py                 # 2,000 links, 60 s idle, 2,000 trips
-    .venv/bin/python bench/device_links.py --links 500 --idle 20 --trips 500
+    .venv/bin/python bench/device_links.py                  # 200 and 2,000 links, once each
+    .venv/bin/python bench/device_links.py --links 2000 --idle 60 --trips 2000 --repeat 3
+    .venv/bin/python bench/device_links.py --links 200 --repeat 2 --against /tmp/before
+    .venv/bin/python bench/device_links.py --links 200 --idle 1 --profile /tmp/trips.prof
 
 The server is the real app (``Lockgate.open``: the same wiring as ``twistd -n lockgate``, on a
 temporary SQLite file, in-memory shared state) listening on loopback in this process, so it can
@@ -13,12 +15,19 @@ Measured:
 - RSS per link: the server's RSS with every link welcomed minus its RSS before the first link,
   divided by the number of links (goal <= 32 KiB);
 - idle CPU: the server's user+system CPU time over ``--idle`` seconds with every link idle
-  (heartbeats, pings, the hub's 1 s re-check and 20 s refresh), as % of one core (goal < 5 %);
+  (heartbeats, pings, the hub's 1 s re-check and 20 s refresh), as % of one core (goal < 2 %);
 - round trip: ``ConnectorTasks.create`` -> dispatch over a link -> the device's result ->
   ``ConnectorTasks.wait`` firing, sequential, p50/p99 (goal p50 < 2 ms).  Each trip includes
-  the database writes (insert, claim, finish).  The server's CPU time per trip is printed too:
-  unlike wall-clock latency it does not move with the load other processes put on the machine
-  (the 1-minute load average is printed alongside).
+  the database writes.  The server's CPU time per trip is printed too (with its kernel share
+  and context switches): it moves less than wall-clock latency with the load other processes
+  put on the machine (the 1-minute load average is printed alongside).
+
+One size and no ``--repeat``/``--against`` measures in this process and prints one JSON
+object.  Otherwise every measurement is a fresh process (so RSS starts clean), sizes and
+repetitions in turn; ``--against DIR`` (another checkout, e.g. ``git archive`` of an older
+commit) runs that checkout's bench alternately with this one as the reference column, and the
+summary gives min-max of each figure per column and of this/reference ratios per pair.  This
+machine's CPU speed varies between runs minutes apart: quote ratios and ranges, not one figure.
 """
 
 from __future__ import annotations
@@ -52,6 +61,15 @@ def rss_kib() -> int:
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def system_seconds() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
+def context_switches() -> int:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_nvcsw + usage.ru_nivcsw
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -165,13 +183,40 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         await deferLater(reactor, 0.5, lambda: None)
     rss_after = rss_kib()
 
+    idle_profiler = None
+    if options.profile:
+        import cProfile
+
+        idle_profiler = cProfile.Profile()
+        idle_profiler.enable()
     cpu_start, wall_start = cpu_seconds(), time.monotonic()
     await deferLater(reactor, options.idle, lambda: None)
     idle_cpu = (cpu_seconds() - cpu_start) / (time.monotonic() - wall_start)
+    if idle_profiler is not None:
+        idle_profiler.disable()
+        idle_profiler.dump_stats(options.profile + ".idle")
 
     trips: list[float] = []
     device_id = device_ids[0]
-    trips_cpu_start = cpu_seconds()
+    profiler = db_profiler = None
+    if options.profile:
+        import cProfile
+
+        profiler, db_profiler = cProfile.Profile(), cProfile.Profile()
+        in_transaction = app.db._in_transaction
+
+        def profiled(*args: Any) -> Any:
+            # the database thread's share (cProfile follows one thread per profiler)
+            db_profiler.enable()
+            try:
+                return in_transaction(*args)
+            finally:
+                db_profiler.disable()
+
+        app.db._in_transaction = profiled  # type: ignore[method-assign,assignment]
+        profiler.enable()
+    trips_cpu_start, trips_system_start = cpu_seconds(), system_seconds()
+    switches_start = context_switches()
     for _ in range(options.trips):
         begun = time.perf_counter()
         task = await links.tasks.create(user_id=me["id"], device_id=device_id,
@@ -182,6 +227,12 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         assert row is not None and row.status == "completed", row
 
     trips_cpu = cpu_seconds() - trips_cpu_start
+    trips_system = system_seconds() - trips_system_start
+    switches = context_switches() - switches_start
+    if profiler is not None and db_profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(options.profile)
+        db_profiler.dump_stats(options.profile + ".db")
     load = os.getloadavg()[0]
     child.terminate()
     child.wait()
@@ -201,9 +252,56 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         "trip_p99_ms": round(percentile(trips, 0.99), 3),
         "trip_max_ms": round(max(trips), 3),
         "server_cpu_ms_per_trip": round(trips_cpu * 1000 / len(trips), 3),
+        "server_kernel_ms_per_trip": round(trips_system * 1000 / len(trips), 3),
+        "server_context_switches_per_trip": round(switches / len(trips), 1),
         "load_average_1m": round(load, 2),
         "cpus": os.cpu_count(),
     }
+
+
+# --- repeated and alternating runs -------------------------------------------------------------
+
+FIGURES = ("trip_p50_ms", "trip_p99_ms", "server_cpu_ms_per_trip", "idle_cpu_percent_of_core",
+           "rss_per_link_kib")
+
+
+def measure_once(root: str, links: int, options: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, os.path.join(root, "bench", "device_links.py"),
+               "--links", str(links), "--idle", str(options.idle), "--trips", str(options.trips)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)  # noqa: S603
+    result: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{"):])
+    return result
+
+
+def span(values: list[float]) -> str:
+    return f"{min(values):g}-{max(values):g}" if len(values) > 1 else f"{values[0]:g}"
+
+
+def compare(options: argparse.Namespace) -> None:
+    columns = {"this": ROOT}
+    if options.against:
+        columns["reference"] = os.path.abspath(options.against)
+    runs: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for links in options.links:
+        for repetition in range(options.repeat):
+            for name, root in columns.items():
+                result = measure_once(root, links, options)
+                runs.setdefault((links, name), []).append(result)
+                print(json.dumps({"column": name, "repetition": repetition + 1, **result}),
+                      flush=True)
+    summary: dict[str, Any] = {}
+    for (links, name), results in runs.items():
+        summary[f"{links} links, {name}"] = {
+            figure: span([result[figure] for result in results]) for figure in FIGURES}
+        summary[f"{links} links, {name}"]["load_average_1m"] = span(
+            [result["load_average_1m"] for result in results])
+    if options.against:
+        for links in options.links:
+            pairs = list(zip(runs[(links, "this")], runs[(links, "reference")], strict=True))
+            summary[f"{links} links, this/reference"] = {
+                figure: span([round(mine[figure] / theirs[figure], 3) for mine, theirs in pairs
+                              if theirs[figure]]) for figure in FIGURES}
+    print(json.dumps({"summary": summary}, indent=2))
 
 
 def main() -> None:
@@ -212,9 +310,15 @@ def main() -> None:
 
         faulthandler.dump_traceback_later(float(os.environ["LINKS_BENCH_TRACE"]), exit=True)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--links", type=int, default=2000)
+    parser.add_argument("--links", type=int, nargs="+", default=[200, 2000])
     parser.add_argument("--idle", type=float, default=60.0, help="idle CPU window, seconds")
     parser.add_argument("--trips", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=1, help="measurements per size")
+    parser.add_argument("--against", metavar="DIR",
+                        help="another checkout whose bench runs alternately (reference column)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="cProfile the round trips (server side) to FILE, the database "
+                        "thread to FILE.db, the idle window to FILE.idle")
     parser.add_argument("--devices", nargs=2, metavar=("URL", "TOKENS"),
                         help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -223,6 +327,10 @@ def main() -> None:
         with open(token_file) as tokens:
             asyncio.run(devices_main(url, json.load(tokens)))
         return
+    if len(options.links) > 1 or options.repeat > 1 or options.against:
+        compare(options)
+        return
+    options.links = options.links[0]
 
     from twisted.internet import epollreactor
 

@@ -40,7 +40,7 @@ from gateway.ledger.wallet import WalletBook
 from gateway.links.node import AgentLinks
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
-from gateway.sandboxes.settlement import settle_sandbox_task
+from gateway.sandboxes.settlement import settle_task_result
 from gateway.session_tokens import TokenCodec
 from gateway.settings.live import LiveSettings
 from gateway.settings.store import Settings
@@ -174,7 +174,7 @@ class Lockgate:
         assert ctx.links is not None
         Piece("agent links", start=ctx.links.start, stop=ctx.links.stop).setServiceParent(services)
         ctx.links.tasks.result_hooks.append(
-            lambda task: settle_sandbox_task(db, invalidation, task.id, ctx.now()))
+            lambda task: settle_task_result(db, invalidation, task, ctx.now()))
         if families is not None:
             watch(families, gateway, tasks, state)
         return cls(reactor=reactor, db=db, state=state, ctx=ctx, root=root, gateway=gateway,

@@ -14,6 +14,7 @@ long poll is a ``Deferred`` waiting for a claim.
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -40,6 +41,11 @@ REFRESH_SECONDS = 20.0
 CLOSE_PROTOCOL = 4400
 CLOSE_REVOKED = 4401
 CLOSE_SUPERSEDED = 4409
+#: task ends this node remembers (its own and those announced on the bus), so a waiter that
+#: comes after the end fires without a database read
+REMEMBERED_ENDS = 4096
+#: clock difference between nodes tolerated when deciding "this node heard every end since"
+CLOCK_SLACK_SECONDS = 5.0
 
 OutputListener = Callable[[TaskRow, dict[str, Any]], None]
 
@@ -56,6 +62,18 @@ class LiveLink(Protocol):
 
     def close_link(self, code: int, reason: str) -> None:
         """Close the socket with ``code``."""
+
+    def reserve(self, action: str, user_id: int) -> bool:
+        """Promise a slot to a task being created on this node (nothing queued ahead)."""
+
+    def release(self, action: str) -> None:
+        """Give back a slot whose task was not created."""
+
+    def deliver(self, task: TaskRow) -> None:
+        """Hand over a task created ``running`` on this link."""
+
+    def task_ended(self, task_id: str) -> None:
+        """``task_id`` reached its end: it no longer takes a slot of this link."""
 
 
 class LinkHub:
@@ -78,12 +96,17 @@ class LinkHub:
         self._refresh = LoopingCall(self._refresh_now)
         self._refresh.clock = clock
         self._link_counter = 0
+        #: task id -> when this node heard that it ended (ids only: rows can be large)
+        self._ended: OrderedDict[str, float] = OrderedDict()
+        #: ends heard before this moment may be forgotten (not listening yet, or evicted)
+        self._heard_from = float("inf")
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         if self.state.shared_across_processes:
             self._unsubscribe = self.state.subscribe(CHANNEL, self._remote)
+        self._heard_from = self.clock.seconds()
         self._recheck.start(RECHECK_SECONDS, now=False)
         self._refresh.start(REFRESH_SECONDS, now=False)
 
@@ -151,6 +174,12 @@ class LinkHub:
         for poll in list(self._polls.get(device_id, ())):
             poll()
 
+    def reserve_link(self, device_id: str, action: str, user_id: int) -> LiveLink | None:
+        """The device's link on this node when it can take ``user_id``'s new ``action`` task
+        at once (a slot is then promised to it: ``deliver`` or ``release`` it)."""
+        link = self.links.get(device_id)
+        return link if link is not None and link.reserve(action, user_id) else None
+
     def cancel(self, device_id: str, task_id: str, reason: str) -> None:
         link = self.links.get(device_id)
         if link is not None:
@@ -189,17 +218,36 @@ class LinkHub:
     def task_finished(self, task_id: str, row: TaskRow | None = None) -> None:
         """``task_id`` reached a terminal status (``row``, when the caller has it): wake its
         waiters on every node."""
+        self._remember_end(task_id)
         if row is not None and row.status not in task_store.ACTIVE:
+            # the slot is free before anybody hears of the end (a waiter may create the next
+            # task for the same device at once)
+            link = self.links.get(row.device_id)
+            if link is not None:
+                link.task_ended(task_id)
             for waiter in self._waiters.pop(task_id, []):
                 waiter.callback(row)
         else:
             self._resolve_local(task_id)
         self._publish({"op": "done", "task": task_id})
 
-    def check_done(self, task_id: str) -> None:
-        """Fire ``task_id``'s local waiters if its row is already terminal: a waiter registered
-        after the task ended (a fast device, a decision taken before the wait) still fires."""
+    def check_done(self, task_id: str, created_at: datetime | None = None) -> None:
+        """Fire ``task_id``'s local waiters if it already ended: a waiter registered after the
+        task ended (a fast device, a decision taken before the wait) still fires.  A task
+        created while this node was listening ended only if this node heard of it (its own
+        end, or one announced on the bus; a lost announcement is the 1 s re-check's job), so
+        only older or announced tasks cost a database read."""
+        if (task_id not in self._ended and created_at is not None
+                and created_at.timestamp() - CLOCK_SLACK_SECONDS > self._heard_from):
+            return
         self._resolve_local(task_id)
+
+    def _remember_end(self, task_id: str) -> None:
+        self._ended[task_id] = self.clock.seconds()
+        self._ended.move_to_end(task_id)
+        while len(self._ended) > REMEMBERED_ENDS:
+            _, heard_at = self._ended.popitem(last=False)
+            self._heard_from = max(self._heard_from, heard_at)
 
     def _resolve_local(self, task_id: str) -> None:
         if task_id in self._waiters:
@@ -261,7 +309,9 @@ class LinkHub:
             if link is not None and link.link_id != message.get("link"):
                 ensureDeferred(self._supersede_if_stale(link))
         elif op == "done":
-            self._resolve_local(str(message.get("task")))
+            task_id = str(message.get("task"))
+            self._remember_end(task_id)
+            self._resolve_local(task_id)
 
     async def _supersede_if_stale(self, link: LiveLink) -> None:
         """Another node's link said hello for this device: the database says which one is the

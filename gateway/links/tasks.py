@@ -64,16 +64,28 @@ class ConnectorTasks:
         transaction (the §3.5 sandbox gate: checked and used atomically)."""
         status = task_store.PENDING_APPROVAL if needs_approval else task_store.QUEUED
         now = self.now()
+        # a device linked to this node with room takes the task straight from the creating
+        # transaction: born ``running`` on that link, no queue round trip, no second claim
+        link = (self.hub.reserve_link(device_id, action, user_id)
+                if status == task_store.QUEUED else None)
 
         def create(conn: Any) -> TaskRow:
             return task_store.create(
                 conn, task_id=ids.new_id(ids.TASK), user_id=user_id, device_id=device_id,
                 action=action, payload=payload if payload_in_tx is None else payload_in_tx(conn),
                 workspace_path=workspace_path, status=status, now=now, run_id=run_id,
-                tool_call_id=tool_call_id, cloud_sandbox_id=cloud_sandbox_id)
+                tool_call_id=tool_call_id, cloud_sandbox_id=cloud_sandbox_id,
+                claimed_by=link.link_id if link is not None else None)
 
-        task = await self.db.transaction(create)
-        if status == task_store.QUEUED:
+        try:
+            task = await self.db.transaction(create)
+        except BaseException:
+            if link is not None:
+                link.release(action)
+            raise
+        if link is not None:
+            link.deliver(task)
+        elif status == task_store.QUEUED:
             self.hub.wake(device_id)
         return task
 
@@ -139,7 +151,7 @@ class ConnectorTasks:
         """Fires with the terminal row; after ``timeout`` seconds from the task's creation the
         task fails with ``connector task timed out`` (and the device is told to stop)."""
         waiter = self.hub.wait_for(task.id)
-        self.hub.check_done(task.id)
+        self.hub.check_done(task.id, task.created_at)
         remaining = max(0.0, timeout - (self.hub.clock.seconds() - task.created_at.timestamp()))
 
         def expire() -> None:

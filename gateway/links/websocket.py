@@ -60,9 +60,19 @@ class DeviceLink(WebSocketServerProtocol):
         self.in_flight: dict[str, TaskRow] = {}
         self._output_sent: dict[str, int] = {}
         self._frames: Deferred[None] = succeed(None)
+        #: frames chained on ``_frames`` and not handled yet
+        self._frames_queued = 0
         self._hello_timer: Any = None
         self._pumping = False
         self._pump_again = False
+        #: wakes received (a claim that finds nothing proves the queue empty only if none came
+        #: in while it ran)
+        self._wakes = 0
+        #: the last full claim found nothing and no wake came since: a freed slot needs no
+        #: claim, and a task created on this node may be handed over directly
+        self._queue_empty = False
+        #: slots promised to tasks being created on this node (``reserve``)
+        self._reserved = 0
 
     # --- connection --------------------------------------------------------------------------
 
@@ -120,8 +130,17 @@ class DeviceLink(WebSocketServerProtocol):
         if not self.said_hello and kind != "hello":
             self.send_error(f"hello required before {kind}")
             return
+        if kind == "heartbeat" and len(frame) == 1 and not self._frames_queued:
+            # the idle link's one frame: nothing to write, nothing ahead of it to wait for
+            self.send({"type": "heartbeat_ack", "server_time": rfc3339(self.hub.now())})
+            return
+        self._frames_queued += 1
         self._frames.addCallback(lambda _: ensureDeferred(handler(self, frame)))
         self._frames.addErrback(self._frame_failed)
+        self._frames.addBoth(self._frame_done)
+
+    def _frame_done(self, _: object) -> None:
+        self._frames_queued -= 1
 
     def _frame_failed(self, failure: Any) -> None:
         log.failure("link frame failed on {link}", failure, link=self.link_id)
@@ -141,6 +160,10 @@ class DeviceLink(WebSocketServerProtocol):
         if frame.get("protocol", 1) != 1:
             self.send_error("unsupported protocol version (this server speaks 1)")
             return
+        # the hello came in time: a slow database (thousands of links saying hello at once)
+        # must not turn into "hello required"
+        if self._hello_timer is not None and self._hello_timer.active():
+            self._hello_timer.cancel()
         now = self.hub.now()
 
         def register(conn: Any) -> DeviceRow | str:
@@ -162,8 +185,6 @@ class DeviceLink(WebSocketServerProtocol):
         self.device = outcome
         self.max_parallel = max_parallel
         self.said_hello = True
-        if self._hello_timer is not None and self._hello_timer.active():
-            self._hello_timer.cancel()
         if self.gone:
             self._closed_in_db()
             return
@@ -230,11 +251,22 @@ class DeviceLink(WebSocketServerProtocol):
                        "ignored": True, "error": "task is not running on this device"})
         else:
             self.send({"type": "task_result_ack", "task_id": task_id, "ok": True})
-        self.pump()
+        self.refill()
 
     # --- dispatch ----------------------------------------------------------------------------
 
     def pump(self) -> None:
+        """Queued tasks may exist for the device: claim them while the link has room."""
+        self._wakes += 1
+        self._queue_empty = False
+        self._start_pump()
+
+    def refill(self) -> None:
+        """A slot freed up: claim the next queued task unless the queue is known empty."""
+        if not self._queue_empty:
+            self._start_pump()
+
+    def _start_pump(self) -> None:
         if not self.said_hello or self.gone:
             return
         if self._pumping:
@@ -245,8 +277,11 @@ class DeviceLink(WebSocketServerProtocol):
             lambda f: log.failure("dispatch on {link} failed", f, link=self.link_id))
 
     def _busy(self) -> int:
-        return sum(1 for task in self.in_flight.values()
-                   if not task.action.startswith(TERMINAL_PREFIX))
+        return self._reserved + sum(1 for task in self.in_flight.values()
+                                    if not task.action.startswith(TERMINAL_PREFIX))
+
+    def _has_room(self, action: str) -> bool:
+        return action.startswith(TERMINAL_PREFIX) or self._busy() < self.max_parallel
 
     async def _pump(self) -> None:
         owner = None if self.device.mode == device_store.SANDBOXD else self.device.user_id
@@ -254,28 +289,74 @@ class DeviceLink(WebSocketServerProtocol):
             while True:
                 self._pump_again = False
                 while not self.gone:
-                    only = None if self._busy() < self.max_parallel else TERMINAL_ACTIONS
+                    full = self._busy() >= self.max_parallel
+                    wakes = self._wakes
                     task = await self.hub.db.transaction(
                         task_store.claim_next, self.device_id, owner, self.link_id,
-                        self.hub.now(), only)
+                        self.hub.now(), TERMINAL_ACTIONS if full else None)
                     if task is None:
+                        if not full and wakes == self._wakes:
+                            self._queue_empty = True
                         break
-                    self.in_flight[task.id] = task
-                    if not self.send({"type": "task", "task": dispatch_view(task)}):
-                        self.in_flight.pop(task.id, None)
-                        await self.hub.db.transaction(task_store.unclaim, task.id,
-                                                      self.link_id, self.hub.now())
+                    if not self._hand_over(task):
                         break
                 if not self._pump_again or self.gone:
                     break
         finally:
             self._pumping = False
 
+    def _hand_over(self, task: TaskRow) -> bool:
+        """Write the ``task`` frame of a task claimed for this link; a frame that cannot be
+        written gives the task back to the queue."""
+        self.in_flight[task.id] = task
+        if self.send({"type": "task", "task": dispatch_view(task)}):
+            return True
+        self.in_flight.pop(task.id, None)
+        ensureDeferred(self._give_back(task)).addErrback(
+            lambda f: log.failure("returning task {task} failed", f, task=task.id))
+        return False
+
+    async def _give_back(self, task: TaskRow) -> None:
+        returned = await self.hub.db.transaction(task_store.unclaim, task.id, self.link_id,
+                                                 self.hub.now())
+        if returned and self.gone:
+            self.hub.wake(task.device_id)
+
+    # --- direct dispatch from the creating node ----------------------------------------------
+
+    def reserve(self, action: str, user_id: int) -> bool:
+        """Promise a slot to a task this node is creating for the device, so the creating
+        transaction can claim it for this link at once (no queue round trip).  Only when
+        nothing is queued ahead of it (``created_at`` order), the link has room and the device
+        may run the task at all (a user device runs only its owner's tasks)."""
+        if (not self.said_hello or self.gone or self._pumping or not self._queue_empty
+                or not self._has_room(action)):
+            return False
+        if self.device.mode != device_store.SANDBOXD and user_id != self.device.user_id:
+            return False
+        if not action.startswith(TERMINAL_PREFIX):
+            self._reserved += 1
+        return True
+
+    def release(self, action: str) -> None:
+        """The reserved task was not created (its transaction failed)."""
+        if not action.startswith(TERMINAL_PREFIX):
+            self._reserved -= 1
+
+    def deliver(self, task: TaskRow) -> None:
+        """The reserved task committed as ``running`` on this link: write its frame."""
+        self.release(task.action)
+        self._hand_over(task)
+
+    def task_ended(self, task_id: str) -> None:
+        if self.in_flight.pop(task_id, None) is not None:
+            self._output_sent.pop(task_id, None)
+
     def cancel_task(self, task_id: str, reason: str) -> None:
         if self.in_flight.pop(task_id, None) is not None:
             self._output_sent.pop(task_id, None)
             self.send({"type": "task_cancel", "task_id": task_id, "reason": reason})
-            self.pump()
+            self.refill()
 
 
 HANDLERS = {

@@ -15,6 +15,7 @@ from datetime import datetime
 from gateway.invalidation import USERS, Invalidation
 from gateway.store import sandbox_settlement
 from gateway.store.billing_writes import is_transient
+from gateway.store.connector_tasks import TaskRow
 from gateway.store.pool import DBRunner
 from gateway.store.sandbox_settlement import Settlement
 
@@ -40,6 +41,16 @@ async def settle_sandbox_task(db: DBRunner, invalidation: Invalidation | None, t
     """Bill a sandbox task whose result was just recorded (call it for every task result:
     device tasks, cleanups, unstarted and already billed tasks are a no-op, ``None``)."""
     return await _run(db, invalidation, sandbox_settlement.settle_task, task_id, now)
+
+
+async def settle_task_result(db: DBRunner, invalidation: Invalidation | None, task: TaskRow,
+                             now: datetime) -> Settlement | None:
+    """The result hook: bill the task whose result just committed (``task`` is its row as
+    committed).  A row that cannot be billed (a device task, a cleanup, never started) says
+    so by itself: no transaction for it, which keeps device round trips to their own writes."""
+    if not sandbox_settlement.is_billable(task):
+        return None
+    return await settle_sandbox_task(db, invalidation, task.id, now)
 
 
 async def settle_sandbox_storage(db: DBRunner, invalidation: Invalidation | None,

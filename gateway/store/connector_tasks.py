@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Update, bindparam, select, update
 from sqlalchemy.engine import Connection, RowMapping
 
 from gateway.store import schema
@@ -81,16 +82,52 @@ def list_for_device(conn: Connection, device_id: str, limit: int) -> list[TaskRo
 
 def create(conn: Connection, *, task_id: str, user_id: int, device_id: str, action: str,
            payload: dict[str, Any], workspace_path: str, status: str, now: datetime,
-           run_id: str = "", tool_call_id: str = "", cloud_sandbox_id: str = "") -> TaskRow:
-    conn.execute(schema.connector_tasks.insert().values(
-        id=task_id, user_id=user_id, device_id=device_id, run_id=run_id,
-        tool_call_id=tool_call_id, action=action, workspace_path=workspace_path,
-        payload=payload, cloud_sandbox_id=cloud_sandbox_id, status=status,
-        created_at=now, updated_at=now,
-    ))
-    row = get(conn, task_id)
-    assert row is not None
-    return row
+           run_id: str = "", tool_call_id: str = "", cloud_sandbox_id: str = "",
+           claimed_by: str | None = None) -> TaskRow:
+    """Insert a task; with ``claimed_by`` it is born ``running`` on that transport (the
+    creating node hands it straight to a local link: nobody else ever sees it queued)."""
+    claimed = claimed_by is not None and status == QUEUED
+    row = conn.execute(_INSERT, {
+        "id": task_id, "user_id": user_id, "device_id": device_id, "run_id": run_id,
+        "tool_call_id": tool_call_id, "action": action, "workspace_path": workspace_path,
+        "payload": payload, "cloud_sandbox_id": cloud_sandbox_id,
+        "status": RUNNING if claimed else status, "claimed_by": claimed_by if claimed else None,
+        "started_at": now if claimed else None, "created_at": now, "updated_at": now,
+    }).mappings().one()
+    return TaskRow.from_row(row)
+
+
+# The round trip's statements are built once: building and cache-keying a Core statement costs
+# more CPU than SQLite takes to run it.
+_T = schema.connector_tasks
+_INSERT = _T.insert().returning(*_T.c)
+_CLAIMED = {"status": RUNNING, "claimed_by": bindparam("p_claimed_by"),
+            "started_at": bindparam("p_now"), "updated_at": bindparam("p_now")}
+_CLAIM = update(_T).where(_T.c.id == bindparam("p_id"), _T.c.status == QUEUED).values(
+    _CLAIMED).returning(*_T.c)
+_FINISH = update(_T).where(
+    _T.c.id == bindparam("p_id"), _T.c.device_id == bindparam("p_device_id"),
+    _T.c.status == RUNNING).values(
+    status=bindparam("p_status"), result=bindparam("p_result"),
+    error_message=bindparam("p_error_message"), output=bindparam("p_output"),
+    finished_at=bindparam("p_now"), updated_at=bindparam("p_now")).returning(*_T.c)
+
+
+@cache
+def _claim_next(dialect: str, for_owner: bool, actions: frozenset[str] | None,
+                exclude_actions: frozenset[str] | None) -> Update:
+    where = [_T.c.device_id == bindparam("p_device_id"), _T.c.status == QUEUED]
+    if for_owner:
+        where.append(_T.c.user_id == bindparam("p_owner_id"))
+    if actions is not None:
+        where.append(_T.c.action.in_(sorted(actions)))
+    if exclude_actions:
+        where.append(_T.c.action.not_in(sorted(exclude_actions)))
+    oldest = select(_T.c.id).where(*where).order_by(_T.c.created_at, _T.c.id).limit(1)
+    if dialect == "postgresql":
+        oldest = oldest.with_for_update(skip_locked=True)
+    return update(_T).where(_T.c.id == oldest.scalar_subquery(), _T.c.status == QUEUED).values(
+        _CLAIMED).returning(*_T.c)
 
 
 def _queue_filter(device_id: str, owner_id: int | None) -> list[Any]:
@@ -105,26 +142,28 @@ def _queue_filter(device_id: str, owner_id: int | None) -> list[Any]:
 def claim_next(conn: Connection, device_id: str, owner_id: int | None, claimed_by: str,
                now: datetime, actions: frozenset[str] | None = None,
                exclude_actions: frozenset[str] | None = None) -> TaskRow | None:
-    """Claim the oldest queued task of the device (``queued -> running``), or ``None``."""
-    t = schema.connector_tasks
-    where = _queue_filter(device_id, owner_id)
-    if actions is not None:
-        where.append(t.c.action.in_(sorted(actions)))
-    if exclude_actions:
-        where.append(t.c.action.not_in(sorted(exclude_actions)))
-    candidates = conn.execute(select(t.c.id).where(*where).order_by(
-        t.c.created_at, t.c.id).limit(8)).scalars().all()
-    for task_id in candidates:
-        if claim(conn, task_id, claimed_by, now):
-            return get(conn, task_id)
-    return None
+    """Claim the oldest queued task of the device (``queued -> running``), or ``None``.
+
+    One ``UPDATE … WHERE id = (oldest queued) AND status = 'queued' RETURNING``: on SQLite the
+    write lock is held for the whole statement; on PostgreSQL the subquery locks the row it
+    picks (``FOR UPDATE SKIP LOCKED``: a row another claimer holds is passed over, a row that
+    stopped being queued is re-checked and dropped before ``LIMIT``), so two claimers never
+    get the same task and neither waits on the other."""
+    statement = _claim_next(conn.dialect.name, owner_id is not None, actions,
+                            exclude_actions or None)
+    params: dict[str, Any] = {"p_device_id": device_id, "p_claimed_by": claimed_by, "p_now": now}
+    if owner_id is not None:
+        params["p_owner_id"] = owner_id
+    row = conn.execute(statement, params).mappings().first()
+    return TaskRow.from_row(row) if row else None
 
 
-def claim(conn: Connection, task_id: str, claimed_by: str, now: datetime) -> bool:
-    """The one atomic claim: true only for the single writer that moved the task."""
-    t = schema.connector_tasks
-    return bool(conn.execute(update(t).where(t.c.id == task_id, t.c.status == QUEUED).values(
-        status=RUNNING, claimed_by=claimed_by, started_at=now, updated_at=now)).rowcount)
+def claim(conn: Connection, task_id: str, claimed_by: str, now: datetime) -> TaskRow | None:
+    """The one atomic claim of a known task: its row only for the single writer that moved
+    it, else ``None``."""
+    row = conn.execute(_CLAIM, {"p_id": task_id, "p_claimed_by": claimed_by,
+                                "p_now": now}).mappings().first()
+    return TaskRow.from_row(row) if row else None
 
 
 def unclaim(conn: Connection, task_id: str, claimed_by: str, now: datetime) -> bool:
@@ -138,12 +177,11 @@ def unclaim(conn: Connection, task_id: str, claimed_by: str, now: datetime) -> b
 def finish(conn: Connection, task_id: str, device_id: str, *, success: bool, result: str,
            error_message: str, output: dict[str, Any], now: datetime) -> TaskRow | None:
     """Record the device's result; ``None`` when the task is not running on this device."""
-    t = schema.connector_tasks
-    changed = conn.execute(update(t).where(
-        t.c.id == task_id, t.c.device_id == device_id, t.c.status == RUNNING).values(
-        status=COMPLETED if success else FAILED, result=result, error_message=error_message,
-        output=output, finished_at=now, updated_at=now)).rowcount
-    return get(conn, task_id) if changed else None
+    row = conn.execute(_FINISH, {
+        "p_id": task_id, "p_device_id": device_id, "p_status": COMPLETED if success else FAILED,
+        "p_result": result, "p_error_message": error_message, "p_output": output,
+        "p_now": now}).mappings().first()
+    return TaskRow.from_row(row) if row else None
 
 
 def fail(conn: Connection, task_id: str, message: str, now: datetime,
