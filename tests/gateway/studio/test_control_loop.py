@@ -450,9 +450,10 @@ class ReviewToolTests(StudioLoopCase):
         assert "studio_review_work" in tools
         assert self.upstream.requests[1]["messages"][-1]["content"] == (
             "Chief must receive a reviewer delegation result before recording review")
-        assert (await self.item(item_id))["status"] == "executing"  # nothing was recorded
-        await self.tick()
-        assert (await self.item(item_id))["status"] == "blocked"
+        # the refused tool recorded no decision, so the ended review run blocks the item
+        await self.until_status(item_id, "blocked")
+        [review] = await self.attempts(item_id)
+        assert review["result_summary"] == "Reviewer did not record a decision"
 
     async def test_execution_runs_do_not_get_the_review_tool(self) -> None:
         await self.studio()

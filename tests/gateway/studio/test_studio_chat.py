@@ -139,15 +139,16 @@ class CheckerApproverTests(StudioChatCase):
         for _ in range(1500):  # ~30 s: the machine may be busy
             now = self.ctx.now()
 
-            def work(conn: Any) -> TaskRow | None:
-                task = connector_tasks.claim_next(conn, DEVICE, self.user_id, "http", now)
-                if task is not None:
-                    connector_tasks.finish(conn, task.id, DEVICE, success=True, result=output,
-                                           error_message="", output={}, now=now)
-                return task
+            def claim(conn: Any) -> TaskRow | None:
+                return connector_tasks.claim_next(conn, DEVICE, self.user_id, "http", now)
 
-            task = await self.ctx.db.transaction(work)
+            task = await self.ctx.db.transaction(claim)
             if task is not None:
+                # the result arrives the way a device's does: through the links' task service
+                device = await self.ctx.db.transaction(devices.get, DEVICE)
+                assert device is not None and self.ctx.links is not None
+                await self.ctx.links.tasks.record_result(
+                    device, task.id, {"success": True, "result": output})
                 return task
             await deferLater(reactor, 0.02, lambda: None)
         raise AssertionError("no task was queued for the device")
