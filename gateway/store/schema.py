@@ -582,4 +582,5 @@ meta_models = Table(
 # Feature areas with their own table modules (imported last: they build on the names above).
 from gateway.store.schema_assistant import *  # noqa: E402,F403
 from gateway.store.schema_links import *  # noqa: E402,F403
+from gateway.store.schema_rollups import *  # noqa: E402,F403
 from gateway.store.schema_studio import *  # noqa: E402,F403

@@ -1,0 +1,61 @@
+"""Usage rollups (issue 22): the usage log summed per hour per user and per (user channel,
+channel), kept by the settlement batch; filled here from the rows already logged.
+
+Revision ID: 0010
+Revises: 0009
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+MEASURES = ("requests", "input_tokens", "output_tokens", "cached_input_tokens", "cost_nanos")
+#: whole hours since the Unix epoch of a naive-UTC ``created_at``, per dialect
+HOUR = {
+    "sqlite": "CAST(strftime('%s', created_at) AS INTEGER) / 3600",
+    "postgresql": "CAST(floor(extract(epoch FROM created_at) / 3600) AS INTEGER)",
+}
+SUMS = ("count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
+        "coalesce(sum(cached_input_tokens), 0), coalesce(sum(cost_nanos), 0)")
+
+
+def _measures() -> list[sa.Column]:
+    return [sa.Column(name, sa.BigInteger(), server_default=sa.text("0"), nullable=False)
+            for name in MEASURES]
+
+
+def upgrade() -> None:
+    op.create_table(
+        "usage_rollup_user_hours",
+        sa.Column("user_id", sa.Integer(), nullable=False),
+        sa.Column("hour", sa.Integer(), nullable=False),
+        *_measures(),
+        sa.PrimaryKeyConstraint("user_id", "hour", name=op.f("pk_usage_rollup_user_hours")),
+    )
+    op.create_table(
+        "usage_rollup_channel_hours",
+        sa.Column("hour", sa.Integer(), nullable=False),
+        sa.Column("user_channel_id", sa.Integer(), nullable=False),
+        sa.Column("channel_id", sa.Integer(), nullable=False),
+        *_measures(),
+        sa.PrimaryKeyConstraint("hour", "user_channel_id", "channel_id",
+                                name=op.f("pk_usage_rollup_channel_hours")),
+    )
+    hour = HOUR[op.get_bind().dialect.name]
+    columns = ", ".join(MEASURES)
+    op.execute(
+        f"INSERT INTO usage_rollup_user_hours (user_id, hour, {columns}) "
+        f"SELECT user_id, {hour}, {SUMS} FROM usage_logs GROUP BY user_id, {hour}")
+    op.execute(
+        f"INSERT INTO usage_rollup_channel_hours (hour, user_channel_id, channel_id, {columns}) "
+        f"SELECT {hour}, coalesce(user_channel_id, 0), coalesce(channel_id, 0), {SUMS} "
+        f"FROM usage_logs GROUP BY {hour}, coalesce(user_channel_id, 0), coalesce(channel_id, 0)")
+
+
+def downgrade() -> None:
+    op.drop_table("usage_rollup_channel_hours")
+    op.drop_table("usage_rollup_user_hours")
