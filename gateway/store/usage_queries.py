@@ -27,7 +27,7 @@ from sqlalchemy import and_, delete, func, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from gateway.store import schema
+from gateway.store import schema, usage_rollups
 
 logs = schema.usage_logs
 
@@ -128,15 +128,37 @@ def _totals(conn: Connection, *conditions: ColumnElement[bool]) -> dict[str, int
     return {"requests": int(row[0]), "cost_nanos": int(row[1]), "tokens": int(row[2])}
 
 
+def _time(start: datetime | None, end: datetime | None) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if start is not None:
+        conditions.append(logs.c.created_at >= start)
+    if end is not None:
+        conditions.append(logs.c.created_at < end)
+    return conditions
+
+
+def ranged_totals(conn: Connection, start: datetime | None = None, end: datetime | None = None,
+                  user_id: int | None = None) -> dict[str, int]:
+    """Requests, cost and tokens in ``[start, end)`` (one user, or everyone): whole hours from
+    the rollups, the ragged edges (under an hour each) from the raw rows -- exact either way."""
+    hours, edges = usage_rollups.window(start, end)
+    mine = [] if user_id is None else [logs.c.user_id == user_id]
+    totals = {"requests": 0, "cost_nanos": 0, "tokens": 0}
+    parts = [_totals(conn, *mine, *_time(lo, hi)) for lo, hi in edges]
+    if hours is not None:
+        parts.append(usage_rollups.rolled_totals(conn, hours, user_id))
+    for part in parts:
+        for name in totals:
+            totals[name] += part[name]
+    return totals
+
+
 def daily_trend(conn: Connection, days: list[tuple[str, datetime, datetime]],
                 user_id: int | None = None) -> list[dict[str, Any]]:
     """``[{date, requests, cost_nanos}]`` for each (label, start, end) day window."""
     trend = []
     for label, start, end in days:
-        conditions = [logs.c.created_at >= start, logs.c.created_at < end]
-        if user_id is not None:
-            conditions.append(logs.c.user_id == user_id)
-        totals = _totals(conn, *conditions)
+        totals = ranged_totals(conn, start, end, user_id)
         trend.append({"date": label, "requests": totals["requests"],
                       "cost_nanos": totals["cost_nanos"]})
     return trend
@@ -146,8 +168,8 @@ def admin_stats(conn: Connection, today: datetime,
                 days: list[tuple[str, datetime, datetime]]) -> dict[str, Any]:
     """Counts and money for ``GET /api/stats`` (console contract §5.1)."""
     s = schema
-    everything = _totals(conn)
-    today_totals = _totals(conn, logs.c.created_at >= today)
+    everything = ranged_totals(conn)
+    today_totals = ranged_totals(conn, today)
     revenue = conn.execute(
         select(func.coalesce(func.sum(s.orders.c.amount_nanos), 0))
         .where(s.orders.c.status == "paid")
@@ -167,13 +189,12 @@ def admin_stats(conn: Connection, today: datetime,
 def user_stats(conn: Connection, user_id: int, today: datetime, minute_ago: datetime,
                days: list[tuple[str, datetime, datetime]]) -> dict[str, Any]:
     """The caller's usage numbers for ``GET /api/user/stats`` (console contract §4.3)."""
-    mine = logs.c.user_id == user_id
-    everything = _totals(conn, mine)
-    last_minute = _totals(conn, mine, logs.c.created_at >= minute_ago)
+    everything = ranged_totals(conn, user_id=user_id)
+    last_minute = _totals(conn, logs.c.user_id == user_id, logs.c.created_at >= minute_ago)
     return {
         "total_requests": everything["requests"],
         "total_cost_nanos": everything["cost_nanos"],
-        "today_requests": _totals(conn, mine, logs.c.created_at >= today)["requests"],
+        "today_requests": ranged_totals(conn, today, user_id=user_id)["requests"],
         "rpm": last_minute["requests"],
         "tpm": last_minute["tokens"],
         "trend": daily_trend(conn, days, user_id),
@@ -182,12 +203,17 @@ def user_stats(conn: Connection, user_id: int, today: datetime, minute_ago: date
 
 def _usage_pairs(conn: Connection, start: datetime | None,
                  end: datetime | None) -> list[tuple[int | None, int | None, dict[str, int]]]:
-    """Totals per (user channel, channel) pair: ONE pass over the rows for both views."""
-    conditions: list[ColumnElement[bool]] = []
-    if start is not None:
-        conditions.append(logs.c.created_at >= start)
-    if end is not None:
-        conditions.append(logs.c.created_at < end)
+    """Totals per (user channel, channel) pair for both views: whole hours from the rollup,
+    the edges of ``[start, end)`` from the raw rows."""
+    hours, edges = usage_rollups.window(start, end)
+    pairs = [pair for lo, hi in edges for pair in _raw_pairs(conn, _time(lo, hi))]
+    if hours is not None:
+        pairs.extend(usage_rollups.rolled_pairs(conn, hours))
+    return pairs
+
+
+def _raw_pairs(conn: Connection, conditions: list[ColumnElement[bool]]
+               ) -> list[tuple[int | None, int | None, dict[str, int]]]:
     rows = conn.execute(
         select(logs.c.user_channel_id, logs.c.channel_id, func.count(),
                func.coalesce(func.sum(logs.c.input_tokens), 0),
@@ -232,6 +258,7 @@ def channel_usage(conn: Connection, start: datetime | None = None,
 
 def delete_all_logs(conn: Connection) -> int:
     """Empty every log table that exists (``DELETE /api/logs``); returns the rows removed."""
+    usage_rollups.clear(conn)
     deleted = 0
     for name in LOG_TABLES:
         table = schema.metadata.tables.get(name)
@@ -242,9 +269,13 @@ def delete_all_logs(conn: Connection) -> int:
 
 def delete_usage_before(conn: Connection, cutoff: datetime, batch: int = DELETE_BATCH) -> int:
     """Remove up to ``batch`` usage rows older than ``cutoff``; returns how many went."""
-    ids = select(logs.c.id).where(logs.c.created_at < cutoff).order_by(
-        logs.c.created_at).limit(batch)
-    doomed = [row[0] for row in conn.execute(ids)]
-    if not doomed:
+    ids = select(logs.c.id, logs.c.created_at, logs.c.user_id, logs.c.user_channel_id,
+                 logs.c.channel_id, logs.c.input_tokens, logs.c.output_tokens,
+                 logs.c.cached_input_tokens, logs.c.cost_nanos).where(
+        logs.c.created_at < cutoff).order_by(logs.c.created_at).limit(batch)
+    rows = [dict(row) for row in conn.execute(ids).mappings()]
+    if not rows:
         return 0
+    doomed = [row["id"] for row in rows]
+    usage_rollups.subtract_logged(conn, rows)
     return conn.execute(delete(logs).where(logs.c.id.in_(doomed))).rowcount or 0

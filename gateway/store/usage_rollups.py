@@ -89,6 +89,15 @@ def add_settled(sql: DriverSQL, entries: Sequence[Entry]) -> None:
     sql.many(_CHANNEL_UPSERT, channels)
 
 
+def add_logged(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
+    """Add usage rows written outside the settlement batch (imports, test fixtures)."""
+    sql = DriverSQL(conn)
+    try:
+        add_settled(sql, [entry(row, hour_of(row["created_at"])) for row in rows])
+    finally:
+        sql.close()
+
+
 def subtract_logged(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
     """Take usage rows about to be deleted out of the rollups (rows emptied are removed)."""
     entries = [entry(row, hour_of(row["created_at"])) for row in rows]
