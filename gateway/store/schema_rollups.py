@@ -5,8 +5,10 @@ per call (seconds at millions of rows).  Each table holds one row per (hour, dim
 the sums of the usage-log rows of that hour; ``gateway.store.usage_rollups`` adds to them in
 the settlement transaction, so they are exact to the nano-unit at every commit.
 
-``hour`` is whole hours since the Unix epoch (UTC), the same integer on every database.  A
-usage row without a user channel or channel counts under id 0 (a primary key cannot hold NULL).
+``hour`` is whole hours since the Unix epoch (UTC), ``day`` whole UTC days (``hour // 24``), the
+same integers on every database.  The per-channel sums are kept per day too, so an all-time
+or month-long read sums a few thousand rows, not every hour.  A usage row without a user
+channel or channel counts under id 0 (a primary key cannot hold NULL).
 """
 
 from __future__ import annotations
@@ -42,4 +44,14 @@ usage_rollup_channel_hours = Table(
     Column("channel_id", Integer, nullable=False),
     *_measures(),
     PrimaryKeyConstraint("hour", "user_channel_id", "channel_id"),
+)
+
+# the same per (user channel, channel), per UTC day: long ranges read this one
+usage_rollup_channel_days = Table(
+    "usage_rollup_channel_days", metadata,
+    Column("day", Integer, nullable=False),
+    Column("user_channel_id", Integer, nullable=False),
+    Column("channel_id", Integer, nullable=False),
+    *_measures(),
+    PrimaryKeyConstraint("day", "user_channel_id", "channel_id"),
 )

@@ -115,8 +115,23 @@ def list_logs(conn: Connection, flt: LogFilter, *, limit: int, offset: int = 0,
     ).mappings().all()
     total = None
     if with_total:
-        total = conn.execute(select(func.count()).select_from(logs).where(where)).scalar_one()
+        total = _rolled_count(conn, flt)
+        if total is None:
+            total = conn.execute(select(func.count()).select_from(logs).where(where)
+                                 ).scalar_one()
     return {"items": [dict(row) for row in rows], "total": total}
+
+
+def _rolled_count(conn: Connection, flt: LogFilter) -> int | None:
+    """The number of rows ``flt`` matches, from the rollups when they hold its dimensions
+    (time, and either one user or user channel / channel); None when they do not."""
+    if flt.model or flt.api_key_id is not None or 0 in (flt.user_channel_id, flt.channel_id):
+        return None  # (id 0 is how the rollups spell "none")
+    if flt.user_id is not None and (flt.user_channel_id is not None
+                                    or flt.channel_id is not None):
+        return None
+    return ranged_totals(conn, flt.start, flt.end, flt.user_id, flt.user_channel_id,
+                         flt.channel_id)["requests"]
 
 
 def _totals(conn: Connection, *conditions: ColumnElement[bool]) -> dict[str, int]:
@@ -138,16 +153,21 @@ def _time(start: datetime | None, end: datetime | None) -> list[ColumnElement[bo
 
 
 def ranged_totals(conn: Connection, start: datetime | None = None, end: datetime | None = None,
-                  user_id: int | None = None) -> dict[str, int]:
-    """Requests, cost and tokens in ``[start, end)`` (one user, or everyone): whole hours from
-    the rollups, the ragged edges (under an hour each) from the raw rows -- exact either way."""
-    hours, edges = usage_rollups.window(start, end)
-    mine = [] if user_id is None else [logs.c.user_id == user_id]
+                  user_id: int | None = None, user_channel_id: int | None = None,
+                  channel_id: int | None = None) -> dict[str, int]:
+    """Requests, cost and tokens in ``[start, end)`` (one user, or everyone, optionally one
+    user channel / channel): whole days and hours from the rollups, the ragged edges (under an
+    hour each) from the raw rows -- exact either way."""
+    narrow = [column == value for column, value in (
+        (logs.c.user_id, user_id), (logs.c.user_channel_id, user_channel_id),
+        (logs.c.channel_id, channel_id)) if value is not None]
     totals = {"requests": 0, "cost_nanos": 0, "tokens": 0}
-    parts = [_totals(conn, *mine, *_time(lo, hi)) for lo, hi in edges]
-    if hours is not None:
-        parts.append(usage_rollups.rolled_totals(conn, hours, user_id))
-    for part in parts:
+    for level, span in usage_rollups.plan(start, end, days=user_id is None):
+        if level == "raw":
+            part = _totals(conn, *narrow, *_time(*span))
+        else:
+            part = usage_rollups.rolled_totals(conn, level, span, user_id, user_channel_id,
+                                               channel_id)
         for name in totals:
             totals[name] += part[name]
     return totals
@@ -205,10 +225,10 @@ def _usage_pairs(conn: Connection, start: datetime | None,
                  end: datetime | None) -> list[tuple[int | None, int | None, dict[str, int]]]:
     """Totals per (user channel, channel) pair for both views: whole hours from the rollup,
     the edges of ``[start, end)`` from the raw rows."""
-    hours, edges = usage_rollups.window(start, end)
-    pairs = [pair for lo, hi in edges for pair in _raw_pairs(conn, _time(lo, hi))]
-    if hours is not None:
-        pairs.extend(usage_rollups.rolled_pairs(conn, hours))
+    pairs = []
+    for level, span in usage_rollups.plan(start, end, days=True):
+        pairs.extend(_raw_pairs(conn, _time(*span)) if level == "raw"
+                     else usage_rollups.rolled_pairs(conn, level, span))
     return pairs
 
 

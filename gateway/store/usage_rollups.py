@@ -8,9 +8,9 @@ rows go in key order so two concurrent batches lock rollup rows in the same orde
 deadlock).  Removing usage rows (retention) subtracts them with ``subtract_logged``; emptying
 the log empties the rollups.
 
-Reads: ``window`` splits a half-open time range into the whole hours the rollups answer and
-the ragged edges (less than an hour each) the caller reads from the raw rows, so any bounds
-stay exact.  ``differences`` recomputes the rollups from the raw rows (reconciliation).
+Reads: ``plan`` splits a half-open time range into the whole days and whole hours the rollups
+answer and the ragged edges (less than an hour each) the caller reads from the raw rows, so
+any bounds stay exact.  ``differences`` recomputes the rollups from the raw rows (reconciliation).
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from gateway.store.schema_rollups import ROLLUP_MEASURES
 
 user_hours = schema.usage_rollup_user_hours
 channel_hours = schema.usage_rollup_channel_hours
+channel_days = schema.usage_rollup_channel_days
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 
 #: one settled usage row as the rollups see it:
 #: (hour, user_id, user_channel_id, channel_id, input, output, cached input, cost_nanos)
@@ -46,6 +48,17 @@ _CHANNEL_UPSERT = (
     f"INSERT INTO usage_rollup_channel_hours (hour, user_channel_id, channel_id, {_COLUMNS}) "
     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hour, user_channel_id, channel_id) "
     "DO UPDATE SET " + _ADD.format(table="usage_rollup_channel_hours"))
+_DAY_UPSERT = (
+    f"INSERT INTO usage_rollup_channel_days (day, user_channel_id, channel_id, {_COLUMNS}) "
+    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, user_channel_id, channel_id) "
+    "DO UPDATE SET " + _ADD.format(table="usage_rollup_channel_days"))
+_DELETE_EMPTY = (
+    ("DELETE FROM usage_rollup_user_hours WHERE user_id = ? AND hour = ? AND requests = 0", 2),
+    ("DELETE FROM usage_rollup_channel_hours WHERE hour = ? AND user_channel_id = ? "
+     "AND channel_id = ? AND requests = 0", 3),
+    ("DELETE FROM usage_rollup_channel_days WHERE day = ? AND user_channel_id = ? "
+     "AND channel_id = ? AND requests = 0", 3),
+)
 
 
 def hour_of(moment: datetime) -> int:
@@ -64,29 +77,38 @@ def entry(row: dict[str, Any], hour: int) -> Entry:
             int(row.get("cached_input_tokens") or 0), int(row.get("cost_nanos") or 0))
 
 
-def _sum(entries: Iterable[Entry], sign: int) -> tuple[list[tuple[int, ...]],
-                                                      list[tuple[int, ...]]]:
-    users: dict[tuple[int, int], list[int]] = {}
-    channels: dict[tuple[int, int, int], list[int]] = {}
+Rows = list[tuple[int, ...]]
+
+
+def _sum(entries: Iterable[Entry], sign: int) -> tuple[Rows, Rows, Rows]:
+    """Rows for the user-hour, channel-hour and channel-day upserts, each in key order."""
+    users: dict[tuple[int, ...], list[int]] = {}
+    channels: dict[tuple[int, ...], list[int]] = {}
+    days: dict[tuple[int, ...], list[int]] = {}
     for hour, user_id, uc_id, channel_id, inp, out, cached, cost in entries:
+        uc_id, channel_id = uc_id or 0, channel_id or 0
         for sums in (users.setdefault((user_id, hour), [0, 0, 0, 0, 0]),
-                     channels.setdefault((hour, uc_id or 0, channel_id or 0), [0, 0, 0, 0, 0])):
+                     channels.setdefault((hour, uc_id, channel_id), [0, 0, 0, 0, 0]),
+                     days.setdefault((hour // 24, uc_id, channel_id), [0, 0, 0, 0, 0])):
             sums[0] += sign
             sums[1] += sign * inp
             sums[2] += sign * out
             sums[3] += sign * cached
             sums[4] += sign * cost
-    return ([(*key, *sums) for key, sums in sorted(users.items())],
-            [(*key, *sums) for key, sums in sorted(channels.items())])
+    return tuple([(*key, *sums) for key, sums in sorted(table.items())]  # type: ignore[return-value]
+                 for table in (users, channels, days))
+
+
+def _upsert(sql: DriverSQL, tables: tuple[Rows, Rows, Rows]) -> None:
+    for statement, rows in zip((_USER_UPSERT, _CHANNEL_UPSERT, _DAY_UPSERT), tables,
+                               strict=True):
+        sql.many(statement, rows)
 
 
 def add_settled(sql: DriverSQL, entries: Sequence[Entry]) -> None:
-    """Add freshly inserted usage rows to both rollups (one upsert per table)."""
-    if not entries:
-        return
-    users, channels = _sum(entries, 1)
-    sql.many(_USER_UPSERT, users)
-    sql.many(_CHANNEL_UPSERT, channels)
+    """Add freshly inserted usage rows to the rollups (one upsert per table)."""
+    if entries:
+        _upsert(sql, _sum(entries, 1))
 
 
 def add_logged(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
@@ -103,77 +125,102 @@ def subtract_logged(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
     entries = [entry(row, hour_of(row["created_at"])) for row in rows]
     if not entries:
         return
-    users, channels = _sum(entries, -1)
+    tables = _sum(entries, -1)
     sql = DriverSQL(conn)
     try:
-        sql.many(_USER_UPSERT, users)
-        sql.many(_CHANNEL_UPSERT, channels)
-        sql.many("DELETE FROM usage_rollup_user_hours WHERE user_id = ? AND hour = ? "
-                 "AND requests = 0", [row[:2] for row in users])
-        sql.many("DELETE FROM usage_rollup_channel_hours WHERE hour = ? AND user_channel_id = ? "
-                 "AND channel_id = ? AND requests = 0", [row[:3] for row in channels])
+        _upsert(sql, tables)
+        for (statement, width), rows_of in zip(_DELETE_EMPTY, tables, strict=True):
+            sql.many(statement, [row[:width] for row in rows_of])
     finally:
         sql.close()
 
 
 def clear(conn: Connection) -> int:
-    """Empty both rollups (the usage log was emptied)."""
-    return sum(conn.execute(delete(table)).rowcount or 0 for table in (user_hours, channel_hours))
+    """Empty the rollups (the usage log was emptied)."""
+    return sum(conn.execute(delete(table)).rowcount or 0
+               for table in (user_hours, channel_hours, channel_days))
 
 
 # --- reads ------------------------------------------------------------------------------------
 
-def window(start: datetime | None, end: datetime | None
-           ) -> tuple[tuple[int | None, int | None] | None, list[tuple[datetime | None,
-                                                                     datetime | None]]]:
-    """Split ``[start, end)`` into whole hours ``(first, stop)`` for the rollups (None: no
-    whole hour; a None bound: open) and the raw-row edges around them."""
-    first = None if start is None else -((start - EPOCH) // -HOUR)
-    stop = None if end is None else hour_of(end)
+Span = tuple[int | None, int | None]
+Edge = tuple[datetime | None, datetime | None]
+
+
+def _split(start: datetime | None, end: datetime | None, unit: timedelta
+           ) -> tuple[Span | None, list[Edge]]:
+    """Whole ``unit``s ``(first, stop)`` inside ``[start, end)`` (None: not one whole unit; a
+    None bound: open) and the edges around them."""
+    first = None if start is None else -((start - EPOCH) // -unit)
+    stop = None if end is None else (end - EPOCH) // unit
     if first is not None and stop is not None and first >= stop:
         return None, [(start, end)]
-    edges: list[tuple[datetime | None, datetime | None]] = []
-    if start is not None and first is not None and hour_start(first) > start:
-        edges.append((start, hour_start(first)))
-    if end is not None and stop is not None and hour_start(stop) < end:
-        edges.append((hour_start(stop), end))
+    edges: list[Edge] = []
+    if start is not None and first is not None and EPOCH + first * unit > start:
+        edges.append((start, EPOCH + first * unit))
+    if end is not None and stop is not None and EPOCH + stop * unit < end:
+        edges.append((EPOCH + stop * unit, end))
     return (first, stop), edges
 
 
-def _hours(table: Any, hours: tuple[int | None, int | None]) -> list[ColumnElement[bool]]:
-    first, stop = hours
+def plan(start: datetime | None, end: datetime | None, *, days: bool
+         ) -> list[tuple[str, Any]]:
+    """How to read ``[start, end)``: ``("day", span)`` / ``("hour", span)`` parts from the
+    rollups and ``("raw", (start, end))`` parts (under an hour each) from the usage rows."""
+    whole, edges = _split(start, end, DAY if days else HOUR)
+    parts: list[tuple[str, Any]] = [] if whole is None else [("day" if days else "hour", whole)]
+    for lo, hi in edges:
+        parts.extend(plan(lo, hi, days=False) if days else [("raw", (lo, hi))])
+    return parts
+
+
+def _table(level: str, user_id: int | None) -> Any:
+    if user_id is not None:
+        return user_hours
+    return channel_days if level == "day" else channel_hours
+
+
+def _conditions(table: Any, span: Span, user_id: int | None = None,
+                user_channel_id: int | None = None,
+                channel_id: int | None = None) -> list[ColumnElement[bool]]:
+    column = table.c.day if table is channel_days else table.c.hour
+    first, stop = span
     conditions: list[ColumnElement[bool]] = []
     if first is not None:
-        conditions.append(table.c.hour >= first)
+        conditions.append(column >= first)
     if stop is not None:
-        conditions.append(table.c.hour < stop)
+        conditions.append(column < stop)
+    for name, value in (("user_id", user_id), ("user_channel_id", user_channel_id),
+                        ("channel_id", channel_id)):
+        if value is not None:
+            conditions.append(table.c[name] == value)
     return conditions
 
 
-def rolled_totals(conn: Connection, hours: tuple[int | None, int | None],
-                  user_id: int | None = None) -> dict[str, int]:
-    """Requests, cost and input+output tokens over whole hours (one user, or everyone)."""
-    table = channel_hours if user_id is None else user_hours
-    conditions = _hours(table, hours)
-    if user_id is not None:
-        conditions.append(table.c.user_id == user_id)
+def rolled_totals(conn: Connection, level: str, span: Span, user_id: int | None = None,
+                  user_channel_id: int | None = None,
+                  channel_id: int | None = None) -> dict[str, int]:
+    """Requests, cost and input+output tokens over whole days or hours of one rollup: one
+    user's (hours only), or everyone's narrowed by user channel / channel."""
+    table = _table(level, user_id)
     row = conn.execute(
         select(func.coalesce(func.sum(table.c.requests), 0),
                func.coalesce(func.sum(table.c.cost_nanos), 0),
                func.coalesce(func.sum(table.c.input_tokens + table.c.output_tokens), 0))
-        .where(and_(true(), *conditions))).one()
+        .where(and_(true(), *_conditions(table, span, user_id, user_channel_id, channel_id)))
+    ).one()
     return {"requests": int(row[0]), "cost_nanos": int(row[1]), "tokens": int(row[2])}
 
 
-def rolled_pairs(conn: Connection, hours: tuple[int | None, int | None]
+def rolled_pairs(conn: Connection, level: str, span: Span
                  ) -> list[tuple[int | None, int | None, dict[str, int]]]:
-    """Channel-usage totals per (user channel, channel) over whole hours (id 0 -> None)."""
-    t = channel_hours
+    """Channel-usage totals per (user channel, channel) over whole days or hours (0 -> None)."""
+    t = _table(level, None)
     rows = conn.execute(
         select(t.c.user_channel_id, t.c.channel_id, func.sum(t.c.requests),
                func.sum(t.c.input_tokens), func.sum(t.c.output_tokens),
                func.sum(t.c.cached_input_tokens), func.sum(t.c.cost_nanos))
-        .where(and_(true(), *_hours(t, hours)))
+        .where(and_(true(), *_conditions(t, span)))
         .group_by(t.c.user_channel_id, t.c.channel_id)).all()
     return [(row[0] or None, row[1] or None, {
         "request_count": int(row[2]), "input_tokens": int(row[3]),
@@ -197,11 +244,12 @@ def differences(conn: Connection) -> list[str]:
         select(logs.c.created_at, logs.c.user_id, logs.c.user_channel_id, logs.c.channel_id,
                logs.c.input_tokens, logs.c.output_tokens, logs.c.cached_input_tokens,
                logs.c.cost_nanos)).mappings()]
-    users, channels = _sum(entries, 1)
+    users, channels, days = _sum(entries, 1)
     found: list[str] = []
     for name, table, keys, wanted in (
             ("user", user_hours, ("user_id", "hour"), users),
-            ("channel", channel_hours, ("hour", "user_channel_id", "channel_id"), channels)):
+            ("channel", channel_hours, ("hour", "user_channel_id", "channel_id"), channels),
+            ("channel day", channel_days, ("day", "user_channel_id", "channel_id"), days)):
         expected = {row[:len(keys)]: row[len(keys):] for row in wanted}
         stored = _stored(conn, table, keys)
         for key in sorted(set(expected) | set(stored)):

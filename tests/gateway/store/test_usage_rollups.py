@@ -27,10 +27,12 @@ from gateway.store import migrate, schema, usage_rollups
 from gateway.store import tasks as task_store
 from gateway.store.pool import DBRunner, make_engine
 from gateway.store.usage_queries import (
+    LogFilter,
     admin_stats,
     channel_usage,
     delete_all_logs,
     delete_usage_before,
+    list_logs,
     user_stats,
 )
 from tests.gateway.billing.ledger_case import NOW, UNIT, LedgerCase
@@ -99,6 +101,11 @@ class UsageRollupTests(LedgerCase):
             settle(None, record("a1", rich, key, units=3, channel_id=ch1, **where)),
             settle(None, record("a2", rich, key, units=5, minutes=70, channel_id=ch2, **where)),
             settle(None, record("a3", rich, None, units=7, minutes=130)),  # no channel at all
+            # the day before and the day after
+            settle(None, record("d1", rich, key, units=2, minutes=-1500, channel_id=ch1,
+                                **where)),
+            settle(None, record("d2", rich, key, units=4, minutes=1500, channel_id=ch2,
+                                **where)),
             # delivered stream beyond the wallet: floored, charged 2 of 9 units
             settle(None, record("p1", poor, units=9, minutes=5, delivered=True, channel_id=ch1,
                                 **where)),
@@ -149,7 +156,7 @@ class UsageRollupTests(LedgerCase):
             conn.execute(select(func.sum(usage_rollups.channel_hours.c.requests))).scalar_one(),
             conn.execute(select(func.count()).select_from(usage_rollups.user_hours)
                          ).scalar_one()))
-        assert counts[0] == counts[1] == 10  # 9 settled ids + the task's charge
+        assert counts[0] == counts[1] == 12  # 11 settled ids + the task's charge
         assert counts[2] >= 5  # several hours and users, not one row
 
     async def test_two_settlers_sharing_the_database_stay_exact(self) -> None:
@@ -211,7 +218,10 @@ class UsageRollupTests(LedgerCase):
         assert want["days"][1][0] > 0 and want["all"][1] > 0  # the odd window is not empty
         for start, end in ((None, None), (NOW + timedelta(minutes=3), None),
                            (NOW + timedelta(minutes=3), NOW + timedelta(minutes=75)),
-                           (NOW + timedelta(minutes=61), NOW + timedelta(minutes=62))):
+                           (NOW + timedelta(minutes=61), NOW + timedelta(minutes=62)),
+                           (NOW - timedelta(days=1, minutes=-17), NOW + timedelta(days=1, minutes=3)),
+                           (None, NOW + timedelta(days=1, minutes=3)),
+                           (NOW - timedelta(days=2), NOW + timedelta(days=2))):
             usage = await self.db.transaction(channel_usage, start, end)
             conditions = [c for c in (None if start is None else logs.c.created_at >= start,
                                       None if end is None else logs.c.created_at < end)
@@ -221,6 +231,30 @@ class UsageRollupTests(LedgerCase):
                          u["cached_input_tokens"], u["cost_nanos"])
                    for cid, u in usage["by_channel"].items() if cid in (ch1, ch2)}
             assert got == raw, (start, end)
+
+    async def test_log_totals_equal_counts_of_the_raw_rows(self) -> None:
+        """``/api/logs`` totals answered from the rollups equal the raw counts."""
+        seeded = await self.workload()
+        rich, (ch1, _ch2), uc = seeded["rich"], seeded["channels"], seeded["uc"]
+        odd = (NOW - timedelta(days=1, minutes=-17), NOW + timedelta(minutes=75))
+        filters = [LogFilter(), LogFilter(start=odd[0]), LogFilter(end=odd[1]),
+                   LogFilter(start=odd[0], end=odd[1]), LogFilter(user_id=rich),
+                   LogFilter(user_id=rich, start=odd[0], end=odd[1]),
+                   LogFilter(channel_id=ch1), LogFilter(user_channel_id=uc, start=odd[0]),
+                   LogFilter(channel_id=ch1, user_channel_id=uc, end=odd[1]),
+                   LogFilter(user_id=rich, channel_id=ch1), LogFilter(model="zz")]
+        for flt in filters:
+            page = await self.db.transaction(list_logs, flt, limit=2)
+            conditions = [c for c in (
+                None if flt.user_id is None else logs.c.user_id == flt.user_id,
+                None if flt.channel_id is None else logs.c.channel_id == flt.channel_id,
+                None if flt.user_channel_id is None
+                else logs.c.user_channel_id == flt.user_channel_id,
+                None if flt.start is None else logs.c.created_at >= flt.start,
+                None if flt.end is None else logs.c.created_at < flt.end,
+                None if flt.model is None else logs.c.model_name == flt.model) if c is not None]
+            count, _ = await self.db.transaction(raw_totals, *conditions)
+            assert page["total"] == count, flt
 
     async def test_retention_and_emptying_the_log_keep_the_rollups_exact(self) -> None:
         await self.workload()

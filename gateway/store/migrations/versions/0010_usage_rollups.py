@@ -1,5 +1,6 @@
-"""Usage rollups (issue 22): the usage log summed per hour per user and per (user channel,
-channel), kept by the settlement batch; filled here from the rows already logged.
+"""Usage rollups (issue 22): the usage log summed per hour per user, and per hour and per day
+per (user channel, channel), kept by the settlement batch; filled here from the rows already
+logged.
 
 Revision ID: 0010
 Revises: 0009
@@ -45,6 +46,15 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("hour", "user_channel_id", "channel_id",
                                 name=op.f("pk_usage_rollup_channel_hours")),
     )
+    op.create_table(
+        "usage_rollup_channel_days",
+        sa.Column("day", sa.Integer(), nullable=False),
+        sa.Column("user_channel_id", sa.Integer(), nullable=False),
+        sa.Column("channel_id", sa.Integer(), nullable=False),
+        *_measures(),
+        sa.PrimaryKeyConstraint("day", "user_channel_id", "channel_id",
+                                name=op.f("pk_usage_rollup_channel_days")),
+    )
     hour = HOUR[op.get_bind().dialect.name]
     columns = ", ".join(MEASURES)
     op.execute(
@@ -54,8 +64,14 @@ def upgrade() -> None:
         f"INSERT INTO usage_rollup_channel_hours (hour, user_channel_id, channel_id, {columns}) "
         f"SELECT {hour}, coalesce(user_channel_id, 0), coalesce(channel_id, 0), {SUMS} "
         f"FROM usage_logs GROUP BY {hour}, coalesce(user_channel_id, 0), coalesce(channel_id, 0)")
+    sums = ", ".join(f"sum({name})" for name in MEASURES)
+    op.execute(
+        f"INSERT INTO usage_rollup_channel_days (day, user_channel_id, channel_id, {columns}) "
+        f"SELECT hour / 24, user_channel_id, channel_id, {sums} FROM usage_rollup_channel_hours "
+        "GROUP BY hour / 24, user_channel_id, channel_id")
 
 
 def downgrade() -> None:
+    op.drop_table("usage_rollup_channel_days")
     op.drop_table("usage_rollup_channel_hours")
     op.drop_table("usage_rollup_user_hours")
