@@ -57,7 +57,7 @@ def raw_totals(conn: Any, *conditions: Any) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def raw_pairs(conn: Any, *conditions: Any) -> dict[int, tuple[int, int, int, int, int]]:
+def raw_pairs(conn: Any, *conditions: Any) -> dict[int, tuple[int, ...]]:
     """Raw sums per upstream channel: requests, input, output, cached, cost."""
     return {int(r[0]): tuple(int(v) for v in r[1:]) for r in conn.execute(
         select(logs.c.channel_id, func.count(), func.sum(logs.c.input_tokens),
