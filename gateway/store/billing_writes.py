@@ -248,7 +248,8 @@ def _write(conn: Connection, sql: DriverSQL, prepared: Sequence[PreparedSettleme
         log_rows.append(tuple(values))
         rollup_entries.append((now_hour if entry.hour is None else entry.hour, user_id,
                                item.get("user_channel_id"), item.get("channel_id"),
-                               inputs, outputs, cached, charged))
+                               inputs, outputs, cached, charged,
+                               values[rows.MODEL] or ""))
         if balance is not None and subs:
             # the wallet cache admits against wallet + quota (see ``load_user_balance``)
             spendable: int | None = balance + sum(q.balance_nanos for q in subs)

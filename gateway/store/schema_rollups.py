@@ -13,7 +13,7 @@ channel or channel counts under id 0 (a primary key cannot hold NULL).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Integer, PrimaryKeyConstraint, Table
+from sqlalchemy import BigInteger, Column, Integer, PrimaryKeyConstraint, String, Table
 
 from gateway.store.schema_base import ZERO, metadata
 
@@ -54,4 +54,13 @@ usage_rollup_channel_days = Table(
     Column("channel_id", Integer, nullable=False),
     *_measures(),
     PrimaryKeyConstraint("day", "user_channel_id", "channel_id"),
+)
+
+# per logged model name per hour: the model filter's names and its page totals
+usage_rollup_model_hours = Table(
+    "usage_rollup_model_hours", metadata,
+    Column("model_name", String(200), nullable=False),
+    Column("hour", Integer, nullable=False),
+    *_measures(),
+    PrimaryKeyConstraint("model_name", "hour"),
 )

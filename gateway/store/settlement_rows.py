@@ -34,6 +34,7 @@ STATUS = LOG_COLUMNS.index("status")
 ERROR = LOG_COLUMNS.index("error_message")
 FORMULA = LOG_COLUMNS.index("pricing_formula")
 CREATED = LOG_COLUMNS.index("created_at")
+MODEL = LOG_COLUMNS.index("model_name")
 
 
 def _default(column: Any) -> Any:

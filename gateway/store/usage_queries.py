@@ -5,13 +5,17 @@ here is shaped for its indexes -- (user_id | api_key_id | channel_id | user_chan
 model_name, created_at) and (created_at):
 
 - the model filter is a case-insensitive substring (contract §1.4), which no B-tree index can
-  serve directly.  Instead the distinct logged model names are walked through the
-  (model_name, created_at) index one ``MIN(model_name) > ?`` probe at a time (a handful of
-  index seeks per distinct name, not a table scan), matched in Python, and the page is then
+  serve directly.  Instead the distinct logged model names are walked through the model
+  rollup's (model_name, hour) key one ``MIN(model_name) > ?`` probe at a time (one index
+  seek per distinct name, not a table scan), matched in Python, and the page is then
   read with ``model_name IN (...)`` -- an indexed lookup.  Deployments with an unusual number
   of distinct names fall back to ``lower(model_name) LIKE``;
 - pages are ``created_at DESC, id DESC`` with LIMIT/OFFSET; time bounds are half-open ranges
-  on ``created_at``.
+  on ``created_at``;
+- aggregates (stats, channel usage, and a page's ``total`` when the filter is time plus one
+  user or user channel / channel) read the hourly / daily rollups (``usage_rollups``, kept by
+  the settlement batch) for the whole days and hours of the range and the raw rows only for
+  the ragged edges, so they cost the same at 10 M rows as at 10 k and stay exact.
 
 Every function takes a ``Connection`` (run through ``DBRunner.transaction``) and returns plain
 values.
@@ -28,6 +32,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from gateway.store import schema, usage_rollups
+from gateway.store.driver_sql import DriverSQL
 
 logs = schema.usage_logs
 
@@ -56,19 +61,24 @@ class LogFilter:
 
 def model_names_containing(conn: Connection, needle: str) -> list[str] | None:
     """The distinct logged model names containing ``needle`` (case-insensitive), or ``None``
-    when there are too many distinct names to walk (the caller then uses LIKE)."""
+    when there are too many distinct names to walk (the caller then uses LIKE).
+
+    Walks the model rollup's primary key (every logged name is there), one plain
+    ``MIN(model_name) > ?`` probe per name."""
     wanted = needle.lower()
     found: list[str] = []
-    current: str | None = None
-    for _ in range(DISTINCT_NAME_PROBES):
-        query = select(func.min(logs.c.model_name))
-        if current is not None:
-            query = query.where(logs.c.model_name > current)
-        current = conn.execute(query).scalar()
-        if current is None:
-            return found
-        if wanted in current.lower():
-            found.append(current)
+    sql = DriverSQL(conn)
+    try:
+        [(current,)] = sql.all("SELECT min(model_name) FROM usage_rollup_model_hours")
+        for _ in range(DISTINCT_NAME_PROBES):
+            if current is None:
+                return found
+            if wanted in current.lower():
+                found.append(current)
+            [(current,)] = sql.all("SELECT min(model_name) FROM usage_rollup_model_hours "
+                                   "WHERE model_name > ?", [current])
+    finally:
+        sql.close()
     return None
 
 
@@ -77,8 +87,9 @@ def _like_pattern(needle: str) -> str:
     return f"%{escaped}%"
 
 
-def _conditions(conn: Connection, flt: LogFilter) -> list[ColumnElement[bool]] | None:
-    """SQL conditions for ``flt``; ``None`` when nothing can match."""
+def _conditions(flt: LogFilter, names: list[str] | None) -> list[ColumnElement[bool]] | None:
+    """SQL conditions for ``flt`` (``names``: the model names its model filter matches, None
+    for too many); ``None`` when nothing can match."""
     conditions: list[ColumnElement[bool]] = []
     for column, value in ((logs.c.user_id, flt.user_id), (logs.c.api_key_id, flt.api_key_id),
                           (logs.c.user_channel_id, flt.user_channel_id),
@@ -90,7 +101,6 @@ def _conditions(conn: Connection, flt: LogFilter) -> list[ColumnElement[bool]] |
     if flt.end is not None:
         conditions.append(logs.c.created_at < flt.end)
     if flt.model:
-        names = model_names_containing(conn, flt.model)
         if names is None:
             conditions.append(func.lower(logs.c.model_name).like(_like_pattern(flt.model),
                                                                  escape="\\"))
@@ -104,7 +114,8 @@ def _conditions(conn: Connection, flt: LogFilter) -> list[ColumnElement[bool]] |
 def list_logs(conn: Connection, flt: LogFilter, *, limit: int, offset: int = 0,
               with_total: bool = True) -> dict[str, Any]:
     """``{"items": [row dicts], "total": n}`` newest first (``total`` None without it)."""
-    conditions = _conditions(conn, flt)
+    names = model_names_containing(conn, flt.model) if flt.model else None
+    conditions = _conditions(flt, names)
     if conditions is None:
         return {"items": [], "total": 0 if with_total else None}
     where = and_(true(), *conditions)
@@ -115,18 +126,24 @@ def list_logs(conn: Connection, flt: LogFilter, *, limit: int, offset: int = 0,
     ).mappings().all()
     total = None
     if with_total:
-        total = _rolled_count(conn, flt)
+        total = _rolled_count(conn, flt, names)
         if total is None:
             total = conn.execute(select(func.count()).select_from(logs).where(where)
                                  ).scalar_one()
     return {"items": [dict(row) for row in rows], "total": total}
 
 
-def _rolled_count(conn: Connection, flt: LogFilter) -> int | None:
+def _rolled_count(conn: Connection, flt: LogFilter, names: list[str] | None) -> int | None:
     """The number of rows ``flt`` matches, from the rollups when they hold its dimensions
-    (time, and either one user or user channel / channel); None when they do not."""
-    if flt.model or flt.api_key_id is not None or 0 in (flt.user_channel_id, flt.channel_id):
+    (time, and one of: a user, user channel / channel, or model names); None when they do
+    not."""
+    if flt.api_key_id is not None or 0 in (flt.user_channel_id, flt.channel_id):
         return None  # (id 0 is how the rollups spell "none")
+    if flt.model:
+        if names is None or flt.user_id is not None or flt.user_channel_id is not None \
+                or flt.channel_id is not None:
+            return None
+        return ranged_totals(conn, flt.start, flt.end, models=names)["requests"]
     if flt.user_id is not None and (flt.user_channel_id is not None
                                     or flt.channel_id is not None):
         return None
@@ -154,20 +171,24 @@ def _time(start: datetime | None, end: datetime | None) -> list[ColumnElement[bo
 
 def ranged_totals(conn: Connection, start: datetime | None = None, end: datetime | None = None,
                   user_id: int | None = None, user_channel_id: int | None = None,
-                  channel_id: int | None = None) -> dict[str, int]:
-    """Requests, cost and tokens in ``[start, end)`` (one user, or everyone, optionally one
-    user channel / channel): whole days and hours from the rollups, the ragged edges (under an
-    hour each) from the raw rows -- exact either way."""
+                  channel_id: int | None = None,
+                  models: list[str] | None = None) -> dict[str, int]:
+    """Requests, cost and tokens in ``[start, end)`` (one user, some model names, or everyone
+    optionally narrowed to a user channel / channel): whole days and hours from the rollups,
+    the ragged edges (under an hour each) from the raw rows -- exact either way."""
     narrow = [column == value for column, value in (
         (logs.c.user_id, user_id), (logs.c.user_channel_id, user_channel_id),
         (logs.c.channel_id, channel_id)) if value is not None]
+    if models is not None:
+        narrow.append(logs.c.model_name.in_(models))
     totals = {"requests": 0, "cost_nanos": 0, "tokens": 0}
-    for level, span in usage_rollups.plan(start, end, days=user_id is None):
+    days = user_id is None and models is None
+    for level, span in usage_rollups.plan(start, end, days=days):
         if level == "raw":
             part = _totals(conn, *narrow, *_time(*span))
         else:
             part = usage_rollups.rolled_totals(conn, level, span, user_id, user_channel_id,
-                                               channel_id)
+                                               channel_id, models)
         for name in totals:
             totals[name] += part[name]
     return totals
@@ -291,7 +312,7 @@ def delete_usage_before(conn: Connection, cutoff: datetime, batch: int = DELETE_
     """Remove up to ``batch`` usage rows older than ``cutoff``; returns how many went."""
     ids = select(logs.c.id, logs.c.created_at, logs.c.user_id, logs.c.user_channel_id,
                  logs.c.channel_id, logs.c.input_tokens, logs.c.output_tokens,
-                 logs.c.cached_input_tokens, logs.c.cost_nanos).where(
+                 logs.c.cached_input_tokens, logs.c.cost_nanos, logs.c.model_name).where(
         logs.c.created_at < cutoff).order_by(logs.c.created_at).limit(batch)
     rows = [dict(row) for row in conn.execute(ids).mappings()]
     if not rows:

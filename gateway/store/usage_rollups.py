@@ -30,13 +30,14 @@ from gateway.store.schema_rollups import ROLLUP_MEASURES
 user_hours = schema.usage_rollup_user_hours
 channel_hours = schema.usage_rollup_channel_hours
 channel_days = schema.usage_rollup_channel_days
+model_hours = schema.usage_rollup_model_hours
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 
-#: one settled usage row as the rollups see it:
-#: (hour, user_id, user_channel_id, channel_id, input, output, cached input, cost_nanos)
-Entry = tuple[int, int, int | None, int | None, int, int, int, int]
+#: one settled usage row as the rollups see it: (hour, user_id, user_channel_id, channel_id,
+#: input, output, cached input, cost_nanos, model_name)
+Entry = tuple[int, int, int | None, int | None, int, int, int, int, str]
 
 _COLUMNS = ", ".join(ROLLUP_MEASURES)
 _ADD = ", ".join(f"{name} = {{table}}.{name} + excluded.{name}" for name in ROLLUP_MEASURES)
@@ -52,12 +53,19 @@ _DAY_UPSERT = (
     f"INSERT INTO usage_rollup_channel_days (day, user_channel_id, channel_id, {_COLUMNS}) "
     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, user_channel_id, channel_id) "
     "DO UPDATE SET " + _ADD.format(table="usage_rollup_channel_days"))
+_MODEL_UPSERT = (
+    f"INSERT INTO usage_rollup_model_hours (model_name, hour, {_COLUMNS}) "
+    f"VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (model_name, hour) DO UPDATE SET "
+    + _ADD.format(table="usage_rollup_model_hours"))
+_UPSERTS = (_USER_UPSERT, _CHANNEL_UPSERT, _DAY_UPSERT, _MODEL_UPSERT)
 _DELETE_EMPTY = (
     ("DELETE FROM usage_rollup_user_hours WHERE user_id = ? AND hour = ? AND requests = 0", 2),
     ("DELETE FROM usage_rollup_channel_hours WHERE hour = ? AND user_channel_id = ? "
      "AND channel_id = ? AND requests = 0", 3),
     ("DELETE FROM usage_rollup_channel_days WHERE day = ? AND user_channel_id = ? "
      "AND channel_id = ? AND requests = 0", 3),
+    ("DELETE FROM usage_rollup_model_hours WHERE model_name = ? AND hour = ? "
+     "AND requests = 0", 2),
 )
 
 
@@ -74,34 +82,38 @@ def entry(row: dict[str, Any], hour: int) -> Entry:
     """The rollup entry of one usage-log row dict."""
     return (hour, row["user_id"], row.get("user_channel_id"), row.get("channel_id"),
             int(row.get("input_tokens") or 0), int(row.get("output_tokens") or 0),
-            int(row.get("cached_input_tokens") or 0), int(row.get("cost_nanos") or 0))
+            int(row.get("cached_input_tokens") or 0), int(row.get("cost_nanos") or 0),
+            str(row.get("model_name") or ""))
 
 
-Rows = list[tuple[int, ...]]
+Rows = list[tuple[Any, ...]]
+Tables = tuple[Rows, Rows, Rows, Rows]
 
 
-def _sum(entries: Iterable[Entry], sign: int) -> tuple[Rows, Rows, Rows]:
-    """Rows for the user-hour, channel-hour and channel-day upserts, each in key order."""
-    users: dict[tuple[int, ...], list[int]] = {}
-    channels: dict[tuple[int, ...], list[int]] = {}
-    days: dict[tuple[int, ...], list[int]] = {}
-    for hour, user_id, uc_id, channel_id, inp, out, cached, cost in entries:
+def _sum(entries: Iterable[Entry], sign: int) -> Tables:
+    """Rows for the user-hour, channel-hour, channel-day and model-hour upserts, each in key
+    order."""
+    users: dict[tuple[Any, ...], list[int]] = {}
+    channels: dict[tuple[Any, ...], list[int]] = {}
+    days: dict[tuple[Any, ...], list[int]] = {}
+    models: dict[tuple[Any, ...], list[int]] = {}
+    for hour, user_id, uc_id, channel_id, inp, out, cached, cost, model in entries:
         uc_id, channel_id = uc_id or 0, channel_id or 0
         for sums in (users.setdefault((user_id, hour), [0, 0, 0, 0, 0]),
                      channels.setdefault((hour, uc_id, channel_id), [0, 0, 0, 0, 0]),
-                     days.setdefault((hour // 24, uc_id, channel_id), [0, 0, 0, 0, 0])):
+                     days.setdefault((hour // 24, uc_id, channel_id), [0, 0, 0, 0, 0]),
+                     models.setdefault((model, hour), [0, 0, 0, 0, 0])):
             sums[0] += sign
             sums[1] += sign * inp
             sums[2] += sign * out
             sums[3] += sign * cached
             sums[4] += sign * cost
     return tuple([(*key, *sums) for key, sums in sorted(table.items())]  # type: ignore[return-value]
-                 for table in (users, channels, days))
+                 for table in (users, channels, days, models))
 
 
-def _upsert(sql: DriverSQL, tables: tuple[Rows, Rows, Rows]) -> None:
-    for statement, rows in zip((_USER_UPSERT, _CHANNEL_UPSERT, _DAY_UPSERT), tables,
-                               strict=True):
+def _upsert(sql: DriverSQL, tables: Tables) -> None:
+    for statement, rows in zip(_UPSERTS, tables, strict=True):
         sql.many(statement, rows)
 
 
@@ -138,7 +150,7 @@ def subtract_logged(conn: Connection, rows: Iterable[dict[str, Any]]) -> None:
 def clear(conn: Connection) -> int:
     """Empty the rollups (the usage log was emptied)."""
     return sum(conn.execute(delete(table)).rowcount or 0
-               for table in (user_hours, channel_hours, channel_days))
+               for table in (user_hours, channel_hours, channel_days, model_hours))
 
 
 # --- reads ------------------------------------------------------------------------------------
@@ -174,15 +186,17 @@ def plan(start: datetime | None, end: datetime | None, *, days: bool
     return parts
 
 
-def _table(level: str, user_id: int | None) -> Any:
+def _table(level: str, user_id: int | None, models: Sequence[str] | None = None) -> Any:
+    if models is not None:
+        return model_hours
     if user_id is not None:
         return user_hours
     return channel_days if level == "day" else channel_hours
 
 
 def _conditions(table: Any, span: Span, user_id: int | None = None,
-                user_channel_id: int | None = None,
-                channel_id: int | None = None) -> list[ColumnElement[bool]]:
+                user_channel_id: int | None = None, channel_id: int | None = None,
+                models: Sequence[str] | None = None) -> list[ColumnElement[bool]]:
     column = table.c.day if table is channel_days else table.c.hour
     first, stop = span
     conditions: list[ColumnElement[bool]] = []
@@ -194,20 +208,23 @@ def _conditions(table: Any, span: Span, user_id: int | None = None,
                         ("channel_id", channel_id)):
         if value is not None:
             conditions.append(table.c[name] == value)
+    if models is not None:
+        conditions.append(table.c.model_name.in_(list(models)))
     return conditions
 
 
 def rolled_totals(conn: Connection, level: str, span: Span, user_id: int | None = None,
-                  user_channel_id: int | None = None,
-                  channel_id: int | None = None) -> dict[str, int]:
+                  user_channel_id: int | None = None, channel_id: int | None = None,
+                  models: Sequence[str] | None = None) -> dict[str, int]:
     """Requests, cost and input+output tokens over whole days or hours of one rollup: one
-    user's (hours only), or everyone's narrowed by user channel / channel."""
-    table = _table(level, user_id)
+    user's or some models' (hours only), or everyone's narrowed by user channel / channel."""
+    table = _table(level, user_id, models)
     row = conn.execute(
         select(func.coalesce(func.sum(table.c.requests), 0),
                func.coalesce(func.sum(table.c.cost_nanos), 0),
                func.coalesce(func.sum(table.c.input_tokens + table.c.output_tokens), 0))
-        .where(and_(true(), *_conditions(table, span, user_id, user_channel_id, channel_id)))
+        .where(and_(true(), *_conditions(table, span, user_id, user_channel_id, channel_id,
+                                         models)))
     ).one()
     return {"requests": int(row[0]), "cost_nanos": int(row[1]), "tokens": int(row[2])}
 
@@ -230,9 +247,9 @@ def rolled_pairs(conn: Connection, level: str, span: Span
 
 # --- reconciliation ---------------------------------------------------------------------------
 
-def _stored(conn: Connection, table: Any, keys: Sequence[str]) -> dict[tuple[int, ...],
+def _stored(conn: Connection, table: Any, keys: Sequence[str]) -> dict[tuple[Any, ...],
                                                                          tuple[int, ...]]:
-    return {tuple(int(v) for v in row[:len(keys)]): tuple(int(v) for v in row[len(keys):])
+    return {tuple(row[:len(keys)]): tuple(int(v) for v in row[len(keys):])
             for row in conn.execute(select(*(table.c[k] for k in keys),
                                            *(table.c[m] for m in ROLLUP_MEASURES)))}
 
@@ -243,16 +260,17 @@ def differences(conn: Connection) -> list[str]:
     entries = [entry(dict(row), hour_of(row["created_at"])) for row in conn.execute(
         select(logs.c.created_at, logs.c.user_id, logs.c.user_channel_id, logs.c.channel_id,
                logs.c.input_tokens, logs.c.output_tokens, logs.c.cached_input_tokens,
-               logs.c.cost_nanos)).mappings()]
-    users, channels, days = _sum(entries, 1)
+               logs.c.cost_nanos, logs.c.model_name)).mappings()]
+    users, channels, days, models = _sum(entries, 1)
     found: list[str] = []
     for name, table, keys, wanted in (
             ("user", user_hours, ("user_id", "hour"), users),
             ("channel", channel_hours, ("hour", "user_channel_id", "channel_id"), channels),
-            ("channel day", channel_days, ("day", "user_channel_id", "channel_id"), days)):
+            ("channel day", channel_days, ("day", "user_channel_id", "channel_id"), days),
+            ("model", model_hours, ("model_name", "hour"), models)):
         expected = {row[:len(keys)]: row[len(keys):] for row in wanted}
         stored = _stored(conn, table, keys)
-        for key in sorted(set(expected) | set(stored)):
+        for key in sorted(set(expected) | set(stored), key=repr):
             if expected.get(key) != stored.get(key):
                 found.append(f"{name} rollup {key}: stored {stored.get(key)}, "
                              f"raw rows {expected.get(key)}")

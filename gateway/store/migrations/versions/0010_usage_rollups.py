@@ -1,5 +1,5 @@
-"""Usage rollups (issue 22): the usage log summed per hour per user, and per hour and per day
-per (user channel, channel), kept by the settlement batch; filled here from the rows already
+"""Usage rollups (issue 22): the usage log summed per hour per user and per model, and per hour
+and per day per (user channel, channel), kept by the settlement batch; filled here from the rows already
 logged.
 
 Revision ID: 0010
@@ -55,6 +55,13 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("day", "user_channel_id", "channel_id",
                                 name=op.f("pk_usage_rollup_channel_days")),
     )
+    op.create_table(
+        "usage_rollup_model_hours",
+        sa.Column("model_name", sa.String(length=200), nullable=False),
+        sa.Column("hour", sa.Integer(), nullable=False),
+        *_measures(),
+        sa.PrimaryKeyConstraint("model_name", "hour", name=op.f("pk_usage_rollup_model_hours")),
+    )
     hour = HOUR[op.get_bind().dialect.name]
     columns = ", ".join(MEASURES)
     op.execute(
@@ -64,6 +71,9 @@ def upgrade() -> None:
         f"INSERT INTO usage_rollup_channel_hours (hour, user_channel_id, channel_id, {columns}) "
         f"SELECT {hour}, coalesce(user_channel_id, 0), coalesce(channel_id, 0), {SUMS} "
         f"FROM usage_logs GROUP BY {hour}, coalesce(user_channel_id, 0), coalesce(channel_id, 0)")
+    op.execute(
+        f"INSERT INTO usage_rollup_model_hours (model_name, hour, {columns}) "
+        f"SELECT model_name, {hour}, {SUMS} FROM usage_logs GROUP BY model_name, {hour}")
     sums = ", ".join(f"sum({name})" for name in MEASURES)
     op.execute(
         f"INSERT INTO usage_rollup_channel_days (day, user_channel_id, channel_id, {columns}) "
@@ -72,6 +82,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("usage_rollup_model_hours")
     op.drop_table("usage_rollup_channel_days")
     op.drop_table("usage_rollup_channel_hours")
     op.drop_table("usage_rollup_user_hours")
