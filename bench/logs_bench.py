@@ -1,6 +1,9 @@
 """Times the console's usage reads -- every ``/api/logs`` filter, ``/api/stats``,
 ``/api/user/stats``, ``/api/channel-usage`` -- over millions of usage rows, through the real app.
 
+Run it from the checkout it measures (``PYTHONPATH=<checkout>`` to time another one: the
+venv's editable install points at one checkout).
+
 Why: these are the console's heaviest reads (issue 8: logs < 200 ms at 1 M rows; issue 22: every
 one of them <= 50 ms p50 at 1 M rows on SQLite and 10 M on PostgreSQL).  This fills a database
 (a SQLite file kept between runs, ``--fresh`` rebuilds it; or a PostgreSQL database given by
@@ -228,7 +231,10 @@ def main() -> None:
     parser.add_argument("--database", default="",
                         help="a PostgreSQL URL (filled when it holds fewer than --rows rows)")
     parser.add_argument("--fresh", action="store_true", help="rebuild the database")
+    parser.add_argument("--repeats", type=int, default=7, help="requests per route")
     args = parser.parse_args()
+    global REPEATS
+    REPEATS = args.repeats
     if args.database:
         url = args.database
         if args.fresh or postgres_rows(url) < args.rows:
