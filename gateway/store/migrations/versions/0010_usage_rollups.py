@@ -1,6 +1,6 @@
 """Usage rollups (issue 22): the usage log summed per hour per user and per model, and per hour
 and per day per (user channel, channel), kept by the settlement batch; filled here from the rows already
-logged.
+logged.  Two indexes serve the log filters that pair a model with a user or a channel.
 
 Revision ID: 0010
 Revises: 0009
@@ -62,6 +62,10 @@ def upgrade() -> None:
         *_measures(),
         sa.PrimaryKeyConstraint("model_name", "hour", name=op.f("pk_usage_rollup_model_hours")),
     )
+    op.create_index("ix_usage_logs_user_model_time", "usage_logs",
+                    ["user_id", "model_name", "created_at"])
+    op.create_index("ix_usage_logs_channel_model_time", "usage_logs",
+                    ["channel_id", "model_name", "created_at"])
     hour = HOUR[op.get_bind().dialect.name]
     columns = ", ".join(MEASURES)
     op.execute(
@@ -82,6 +86,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_usage_logs_channel_model_time", table_name="usage_logs")
+    op.drop_index("ix_usage_logs_user_model_time", table_name="usage_logs")
     op.drop_table("usage_rollup_model_hours")
     op.drop_table("usage_rollup_channel_days")
     op.drop_table("usage_rollup_channel_hours")
