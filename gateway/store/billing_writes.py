@@ -7,6 +7,13 @@ not applied again, and ``usage_logs.request_id`` / ``ledger (kind, ref)`` are un
 concurrent writer cannot apply one twice either.  Balances and key counters are read under row
 locks (``FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serialises writers),
 so the wallet floor at zero and the key-quota re-check see the committed numbers.
+
+Cost on the database thread (issue 22): the batch shares the GIL with the reactor, so its
+statements are fixed SQL on the transaction's DB-API cursor (``driver_sql``), one
+``executemany`` each, with the usage-log rows already converted on the reactor thread
+(``settlement_rows``); Core is used only for the rare parts (subscribers' quotas, referral
+commissions).  The same transaction adds the rows it logs to the usage rollups
+(``usage_rollups.add_settled``).
 """
 
 from __future__ import annotations
