@@ -302,6 +302,11 @@ Index("ix_usage_logs_key_time", usage_logs.c.api_key_id, usage_logs.c.created_at
 Index("ix_usage_logs_model_time", usage_logs.c.model_name, usage_logs.c.created_at)
 Index("ix_usage_logs_channel_time", usage_logs.c.channel_id, usage_logs.c.created_at)
 Index("ix_usage_logs_uc_time", usage_logs.c.user_channel_id, usage_logs.c.created_at)
+# a model filter paired with a user or a channel counts through these (migration 0010)
+Index("ix_usage_logs_user_model_time", usage_logs.c.user_id, usage_logs.c.model_name,
+      usage_logs.c.created_at)
+Index("ix_usage_logs_channel_model_time", usage_logs.c.channel_id, usage_logs.c.model_name,
+      usage_logs.c.created_at)
 
 orders = Table(
     "orders", metadata,

@@ -13,9 +13,8 @@ channel or channel counts under id 0 (a primary key cannot hold NULL).
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, PrimaryKeyConstraint, String, Table
+from sqlalchemy import BigInteger, Column, Integer, PrimaryKeyConstraint, String, Table
 
-from gateway.store.schema import usage_logs
 from gateway.store.schema_base import ZERO, metadata
 
 #: the summed usage-log columns, in the order every rollup row carries them
@@ -65,10 +64,3 @@ usage_rollup_model_hours = Table(
     *_measures(),
     PrimaryKeyConstraint("model_name", "hour"),
 )
-
-# the log filters that combine a model with a user or a channel count through these (index
-# only) instead of walking every row of the user / channel
-Index("ix_usage_logs_user_model_time", usage_logs.c.user_id, usage_logs.c.model_name,
-      usage_logs.c.created_at)
-Index("ix_usage_logs_channel_model_time", usage_logs.c.channel_id, usage_logs.c.model_name,
-      usage_logs.c.created_at)
