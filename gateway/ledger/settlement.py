@@ -38,6 +38,7 @@ from gateway.billing.usage import Usage
 from gateway.ledger.wallet import Reservation, SettlingToken, WalletBook
 from gateway.store.billing_writes import is_transient, write_batch
 from gateway.store.pool import DBRunner
+from gateway.store.settlement_rows import PreparedSettlement, prepare
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
@@ -137,6 +138,8 @@ class _Item:
     record: SettlementRecord
     token: SettlingToken
     row: dict[str, Any]
+    #: ``row`` converted for the database on this (the reactor) thread, not in the batch
+    prepared: PreparedSettlement
     waiters: list[Deferred[SettledCharge]] = field(default_factory=list)
     #: clock time it was queued (the request's end), for the settlement-lag histogram
     queued_at: float = 0.0
@@ -206,7 +209,8 @@ class Settler:
             return done
         token = self.wallets.settling(reservation, record.user_id, record.api_key_id,
                                       record.cost_nanos)
-        item = _Item(record, token, record.row(),
+        row = record.row()
+        item = _Item(record, token, row, prepare(row, self.db.dialect),
                      queued_at=self.clock.seconds() if self.metrics is not None else 0.0)
         self._inflight[request_id] = item
         self._queue.append(item)
@@ -265,7 +269,7 @@ class Settler:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)
 
     def _write(self, batch: list[_Item], attempt: int) -> None:
-        d = self.db.transaction(write_batch, [item.row for item in batch], self._now())
+        d = self.db.transaction(write_batch, [item.prepared for item in batch], self._now())
         d.addCallbacks(self._committed, self._failed, callbackArgs=(batch,),
                        errbackArgs=(batch, attempt))
 

@@ -7,6 +7,13 @@ not applied again, and ``usage_logs.request_id`` / ``ledger (kind, ref)`` are un
 concurrent writer cannot apply one twice either.  Balances and key counters are read under row
 locks (``FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serialises writers),
 so the wallet floor at zero and the key-quota re-check see the committed numbers.
+
+Cost on the database thread (issue 22): the batch shares the GIL with the reactor, so its
+statements are fixed SQL on the transaction's DB-API cursor (``driver_sql``), one
+``executemany`` each, with the usage-log rows already converted on the reactor thread
+(``settlement_rows``); Core is used only for the rare parts (subscribers' quotas, referral
+commissions).  The same transaction adds the rows it logs to the usage rollups
+(``usage_rollups.add_settled``).
 """
 
 from __future__ import annotations
@@ -17,25 +24,26 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from gateway.billing.referral import commission_nanos
+from gateway.billing.referral import commission_nanos, commission_rate
 from gateway.billing.subscriptions import Quota, split
+from gateway.settings.spec import parse_bool
 from gateway.store import schema
-from gateway.store.referrals import record_commissions, referrers_of, settlement_rate
+from gateway.store import settlement_rows as rows
+from gateway.store.driver_sql import DriverSQL, timestamp_param
+from gateway.store.referrals import record_commissions, referrers_of
+from gateway.store.settlement_rows import PreparedSettlement, prepare
 from gateway.store.subscriptions import lock_quotas, save_quotas, spendable_quota
 from gateway.store.types import utcnow
+from gateway.store.usage_rollups import Entry, add_settled, hour_of
 
 INSUFFICIENT_BALANCE = "Insufficient balance"
 KEY_QUOTA_EXCEEDED = "API key quota exceeded"
 CHARGE = "charge"
 REFERRAL = "referral"
-#: the usage log keeps the first 512 characters of an error (gateway contract §2)
-ERROR_MESSAGE_LIMIT = 512
-_LIMITS = {"request_id": 64, "model_name": 200, "endpoint": 100, "ip": 64,
-           "failure_reason": 512}
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -66,48 +74,59 @@ def load_key_quota(conn: Connection, key_id: int) -> tuple[int, int] | None:
     return None if row is None else (int(row[0]), int(row[1]))
 
 
-def _clip(row: dict[str, Any]) -> dict[str, Any]:
-    for name, limit in _LIMITS.items():
-        if isinstance(row.get(name), str):
-            row[name] = row[name][:limit]
-    row["error_message"] = str(row.get("error_message") or "")[:ERROR_MESSAGE_LIMIT]
-    return row
-
-
-def _existing(conn: Connection, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _existing(sql: DriverSQL, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Outcomes of requests already settled (usage-log row present), by request id."""
-    logs = schema.usage_logs
-    led = schema.ledger
     found: dict[str, dict[str, Any]] = {}
     for chunk_start in range(0, len(ids), 400):
         chunk = list(ids[chunk_start:chunk_start + 400])
-        for request_id, cost, status, error in conn.execute(
-                select(logs.c.request_id, logs.c.cost_nanos, logs.c.status,
-                       logs.c.error_message).where(logs.c.request_id.in_(chunk))):
+        marks = sql.marks(len(chunk))
+        for request_id, cost, status, error in sql.all(
+                "SELECT request_id, cost_nanos, status, error_message FROM usage_logs "
+                f"WHERE request_id IN ({marks})", chunk):
             refused = error if status == 402 and error in (
                 INSUFFICIENT_BALANCE, KEY_QUOTA_EXCEEDED) else None
             found[request_id] = {"request_id": request_id, "charged_nanos": int(cost),
                                  "balance_after_nanos": None, "spent_after_nanos": None,
                                  "quota_nanos": None, "refused": refused, "duplicate": True}
         if found:
-            for ref, after in conn.execute(
-                    select(led.c.ref, led.c.balance_after_nanos).where(
-                        led.c.kind == CHARGE, led.c.ref.in_(chunk))):
+            for ref, after in sql.all(
+                    "SELECT ref, balance_after_nanos FROM ledger WHERE kind = ? "
+                    f"AND ref IN ({marks})", [CHARGE, *chunk]):
                 if ref in found:
                     found[ref]["balance_after_nanos"] = int(after)
     return found
 
 
-def _locked(conn: Connection, table: Any, columns: Sequence[Any],
-            ids: set[int]) -> dict[int, list[int]]:
+def _locked(sql: DriverSQL, table: str, columns: str, ids: set[int]) -> dict[int, list[int]]:
+    """``columns`` of rows ``ids`` of ``table``, row-locked in id order (PostgreSQL)."""
     if not ids:
         return {}
-    query = (select(table.c.id, *columns).where(table.c.id.in_(sorted(ids)))
-             .order_by(table.c.id).with_for_update())
-    return {int(row[0]): [int(v) for v in row[1:]] for row in conn.execute(query)}
+    ordered = sorted(ids)
+    rows = sql.all(f"SELECT id, {columns} FROM {table} WHERE id IN ({sql.marks(len(ordered))}) "
+                   f"ORDER BY id{sql.for_update()}", ordered)
+    return {int(row[0]): [int(v) for v in row[1:]] for row in rows}
 
 
-def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
+def _rate(sql: DriverSQL) -> Decimal:
+    """The referral commission rate in force (``referrals.settlement_rate``, as plain SQL)."""
+    values = dict(sql.all("SELECT key, value FROM settings WHERE key IN (?, ?)",
+                          ["referral_enabled", "referral_commission_rate"]))
+    if not parse_bool(values.get("referral_enabled"), False):
+        return Decimal(0)
+    return commission_rate(values.get("referral_commission_rate"))
+
+
+def _subscribers(sql: DriverSQL, user_ids: set[int]) -> set[int]:
+    """The users among ``user_ids`` with any subscription row (only they need quota locks)."""
+    if not user_ids:
+        return set()
+    ordered = sorted(user_ids)
+    return {int(row[0]) for row in sql.all(
+        "SELECT DISTINCT user_id FROM user_subscriptions "
+        f"WHERE user_id IN ({sql.marks(len(ordered))})", ordered)}
+
+
+def write_batch(conn: Connection, items: Sequence[Mapping[str, Any] | PreparedSettlement],
                 now: datetime) -> list[dict[str, Any]]:
     """Apply settlements in order; one result dict per item (same order).
 
@@ -125,28 +144,43 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
     subscriptions, a result's ``balance_after_nanos`` is what the wallet cache admits against:
     wallet balance + remaining quota (the ledger row keeps the wallet balance alone).
     """
-    existing = _existing(conn, [item["request_id"] for item in items])
-    fresh = [item for item in items if item["request_id"] not in existing]
-    payers = {item["user_id"] for item in fresh}
-    rate = settlement_rate(conn) if fresh else Decimal(0)
+    sql = DriverSQL(conn)
+    try:
+        prepared = [item if isinstance(item, PreparedSettlement) and item.dialect == sql.dialect
+                    else prepare(item.item if isinstance(item, PreparedSettlement) else item,
+                                 sql.dialect) for item in items]
+        return _write(conn, sql, prepared, now)
+    finally:
+        sql.close()
+
+
+def _write(conn: Connection, sql: DriverSQL, prepared: Sequence[PreparedSettlement],
+           now: datetime) -> list[dict[str, Any]]:
+    existing = _existing(sql, [p.item["request_id"] for p in prepared])
+    fresh = [p for p in prepared if p.item["request_id"] not in existing]
+    payers = {p.item["user_id"] for p in fresh}
+    rate = _rate(sql) if fresh else Decimal(0)
     referrers = referrers_of(conn, payers) if rate else {}
     balances = {uid: vals[0] for uid, vals in _locked(
-        conn, schema.users, [schema.users.c.balance_nanos],
-        payers | set(referrers.values())).items()}
-    quotas = lock_quotas(conn, payers, now)
+        sql, "users", "balance_nanos", payers | set(referrers.values())).items()}
+    subscribers = _subscribers(sql, payers)
+    quotas = lock_quotas(conn, subscribers, now) if subscribers else {}
     # quotas this batch spends from (a reset applied but not spent needs no write: the next
     # read applies it again from the same stored numbers)
     touched: dict[int, Quota] = {}
     commissions: list[dict[str, Any]] = []
-    keys = _locked(conn, schema.api_keys,
-                   [schema.api_keys.c.quota_limit_nanos, schema.api_keys.c.spent_nanos],
-                   {item["api_key_id"] for item in fresh if item.get("api_key_id") is not None})
+    keys = _locked(sql, "api_keys", "quota_limit_nanos, spent_nanos",
+                   {p.item["api_key_id"] for p in fresh if p.item.get("api_key_id") is not None})
+    now_param = timestamp_param(now, sql.dialect)
+    now_hour = hour_of(now)
     user_debits: dict[int, int] = {}
-    key_updates: dict[int, dict[str, Any]] = {}
-    ledger_rows: list[dict[str, Any]] = []
-    log_rows: list[dict[str, Any]] = []
+    key_updates: dict[int, list[int]] = {}
+    ledger_rows: list[tuple[Any, ...]] = []
+    log_rows: list[tuple[Any, ...]] = []
+    rollup_entries: list[Entry] = []
     results: dict[str, dict[str, Any]] = dict(existing)
-    for item in fresh:
+    for entry in fresh:
+        item = entry.item
         request_id = item["request_id"]
         if request_id in results:  # the same id twice in one batch: the first one counts
             continue
@@ -179,45 +213,50 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
             balances[user_id] = balance
             user_debits[user_id] = user_debits.get(user_id, 0) + wallet_part
         if wallet_part and balance is not None:
-            ledger_rows.append({
-                "user_id": user_id, "kind": CHARGE, "amount_nanos": -wallet_part,
-                "balance_after_nanos": balance, "actor_user_id": None, "ref": request_id,
-                "memo": str(item.get("model_name") or "")[:200], "created_at": now})
+            ledger_rows.append((user_id, CHARGE, -wallet_part, balance, None, request_id,
+                                str(item.get("model_name") or "")[:200], now_param))
         inviter = referrers.get(user_id)
         bonus = commission_nanos(wallet_part, rate) if inviter is not None else 0
         if bonus and inviter is not None and inviter in balances:
             balances[inviter] += bonus
             user_debits[inviter] = user_debits.get(inviter, 0) - bonus
-            ledger_rows.append({
-                "user_id": inviter, "kind": REFERRAL, "amount_nanos": bonus,
-                "balance_after_nanos": balances[inviter], "actor_user_id": None,
-                "ref": f"{REFERRAL}:{request_id}", "memo": f"referral commission from user "
-                f"{user_id}", "created_at": now})
+            ledger_rows.append((inviter, REFERRAL, bonus, balances[inviter], None,
+                                f"{REFERRAL}:{request_id}",
+                                f"referral commission from user {user_id}", now_param))
             commissions.append({
                 "referrer_id": inviter, "referred_user_id": user_id,
                 "request_id": request_id, "base_cost_nanos": wallet_part,
                 "rate_nanos": int(rate * 1_000_000_000), "amount_nanos": bonus,
                 "created_at": now})
-        if key is not None:
+        inputs = int(item.get("input_tokens") or 0)
+        outputs = int(item.get("output_tokens") or 0)
+        cached = int(item.get("cached_input_tokens") or 0)
+        if key is not None and key_id is not None:
             key[1] += charged
-            counters = key_updates.setdefault(key_id, {  # type: ignore[arg-type]
-                "kid": key_id, "spent": 0, "requests": 0, "input": 0, "output": 0, "cached": 0})
-            counters["spent"] += charged
-            counters["requests"] += 1
-            counters["input"] += int(item.get("input_tokens") or 0)
-            counters["output"] += int(item.get("output_tokens") or 0)
-            counters["cached"] += int(item.get("cached_input_tokens") or 0)
-        log = {name: value for name, value in item.items() if name in _LOG_COLUMNS}
-        log["cost_nanos"] = charged
-        log["subscription_cost_nanos"] = charged - wallet_part
-        log.setdefault("created_at", now)
+            counters = key_updates.get(key_id)
+            if counters is None:
+                counters = key_updates[key_id] = [0, 0, 0, 0, 0]
+            counters[0] += charged
+            counters[1] += 1
+            counters[2] += inputs
+            counters[3] += outputs
+            counters[4] += cached
+        values = entry.values.copy()
+        values[rows.COST] = charged
+        values[rows.SUBSCRIPTION_COST] = charged - wallet_part
         if refused:
-            log["status"] = 402
-            log["error_message"] = refused
+            values[rows.STATUS] = 402
+            values[rows.ERROR] = refused
         elif charged != cost:
-            log["pricing_formula"] = (f"{log.get('pricing_formula') or ''}; charged {charged} "
-                                      "nano-units (wallet floored at 0)").lstrip("; ")
-        log_rows.append(_clip(log))
+            values[rows.FORMULA] = (f"{values[rows.FORMULA] or ''}; charged {charged} "
+                                    "nano-units (wallet floored at 0)").lstrip("; ")
+        if values[rows.CREATED] is None:
+            values[rows.CREATED] = now_param
+        log_rows.append(tuple(values))
+        rollup_entries.append((now_hour if entry.hour is None else entry.hour, user_id,
+                               item.get("user_channel_id"), item.get("channel_id"),
+                               inputs, outputs, cached, charged,
+                               values[rows.MODEL] or ""))
         if balance is not None and subs:
             # the wallet cache admits against wallet + quota (see ``load_user_balance``)
             spendable: int | None = balance + sum(q.balance_nanos for q in subs)
@@ -228,50 +267,29 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any]],
             "spent_after_nanos": key[1] if key is not None else None,
             "quota_nanos": key[0] if key is not None else None, "refused": refused,
             "duplicate": False, "subscription_nanos": charged - wallet_part}
-    _apply(conn, user_debits, key_updates, ledger_rows, log_rows, now)
-    save_quotas(conn, touched.values(), now)
+    _apply(sql, user_debits, key_updates, ledger_rows, log_rows, now_param)
+    add_settled(sql, rollup_entries)
+    if touched:
+        save_quotas(conn, touched.values(), now)
     record_commissions(conn, commissions)
-    return [results[item["request_id"]] for item in items]
+    return [results[p.item["request_id"]] for p in prepared]
 
 
-_LOG_COLUMNS = frozenset(c.name for c in schema.usage_logs.columns) - {"id"}
+_LEDGER_INSERT = ("INSERT INTO ledger (user_id, kind, amount_nanos, balance_after_nanos, "
+                  "actor_user_id, ref, memo, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_KEY_UPDATE = ("UPDATE api_keys SET spent_nanos = spent_nanos + ?, "
+               "request_count = request_count + ?, input_tokens = input_tokens + ?, "
+               "output_tokens = output_tokens + ?, cached_input_tokens = cached_input_tokens + ?, "
+               "last_used_at = ? WHERE id = ?")
 
 
-def _apply(conn: Connection, user_debits: dict[int, int], key_updates: dict[int, dict[str, Any]],
-           ledger_rows: list[dict[str, Any]], log_rows: list[dict[str, Any]],
-           now: datetime) -> None:
-    u, k = schema.users, schema.api_keys
-    debits = [{"uid": uid, "debit": amount} for uid, amount in user_debits.items() if amount]
-    if debits:
-        conn.execute(update(u).where(u.c.id == bindparam("uid"))
-                     .values(balance_nanos=u.c.balance_nanos - bindparam("debit")), debits)
-    if key_updates:
-        conn.execute(
-            update(k).where(k.c.id == bindparam("kid")).values(
-                spent_nanos=k.c.spent_nanos + bindparam("spent"),
-                request_count=k.c.request_count + bindparam("requests"),
-                input_tokens=k.c.input_tokens + bindparam("input"),
-                output_tokens=k.c.output_tokens + bindparam("output"),
-                cached_input_tokens=k.c.cached_input_tokens + bindparam("cached"),
-                last_used_at=now),
-            list(key_updates.values()))
-    if ledger_rows:
-        conn.execute(schema.ledger.insert(), ledger_rows)
-    if log_rows:
-        # executemany needs the same keys in every row (rows built by the settler already are)
-        names = set().union(*log_rows)
-        columns = schema.usage_logs.columns
-        defaults = {name: _default(columns[name]) for name in names}
-        rows = [row if len(row) == len(names) else {n: row.get(n, defaults[n]) for n in names}
-                for row in log_rows]
-        conn.execute(schema.usage_logs.insert(), rows)
-
-
-def _default(column: Any) -> Any:
-    if column.nullable:
-        return None
-    if column.name in ("group_multiplier_nanos", "user_channel_multiplier_nanos"):
-        return 1_000_000_000
-    if column.name == "is_stream":
-        return False
-    return "" if column.type.python_type is str else 0
+def _apply(sql: DriverSQL, user_debits: dict[int, int], key_updates: dict[int, list[int]],
+           ledger_rows: list[tuple[Any, ...]], log_rows: list[tuple[Any, ...]],
+           now_param: Any) -> None:
+    """The batch's writes: one ``executemany`` per statement, rows in id order (lock order)."""
+    sql.many("UPDATE users SET balance_nanos = balance_nanos - ? WHERE id = ?",
+             [(amount, uid) for uid, amount in sorted(user_debits.items()) if amount])
+    sql.many(_KEY_UPDATE, [(*counters, now_param, kid)
+                           for kid, counters in sorted(key_updates.items())])
+    sql.many(_LEDGER_INSERT, ledger_rows)
+    sql.many(rows.LOG_INSERT, log_rows)

@@ -302,6 +302,11 @@ Index("ix_usage_logs_key_time", usage_logs.c.api_key_id, usage_logs.c.created_at
 Index("ix_usage_logs_model_time", usage_logs.c.model_name, usage_logs.c.created_at)
 Index("ix_usage_logs_channel_time", usage_logs.c.channel_id, usage_logs.c.created_at)
 Index("ix_usage_logs_uc_time", usage_logs.c.user_channel_id, usage_logs.c.created_at)
+# a model filter paired with a user or a channel counts through these (migration 0010)
+Index("ix_usage_logs_user_model_time", usage_logs.c.user_id, usage_logs.c.model_name,
+      usage_logs.c.created_at)
+Index("ix_usage_logs_channel_model_time", usage_logs.c.channel_id, usage_logs.c.model_name,
+      usage_logs.c.created_at)
 
 orders = Table(
     "orders", metadata,
@@ -582,4 +587,5 @@ meta_models = Table(
 # Feature areas with their own table modules (imported last: they build on the names above).
 from gateway.store.schema_assistant import *  # noqa: E402,F403
 from gateway.store.schema_links import *  # noqa: E402,F403
+from gateway.store.schema_rollups import *  # noqa: E402,F403
 from gateway.store.schema_studio import *  # noqa: E402,F403

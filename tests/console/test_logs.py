@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from gateway.store import schema, usage_queries
+from gateway.store import schema, usage_queries, usage_rollups
 from gateway.store.usage_queries import LogFilter
 from tests.support.app import AppTestCase
 
@@ -30,6 +30,7 @@ async def insert_logs(ctx: Any, rows: list[dict[str, Any]]) -> None:
     def write(conn: Any) -> None:
         for row in rows:
             conn.execute(schema.usage_logs.insert().values(**row))
+        usage_rollups.add_logged(conn, rows)  # what settlement does with the rows it logs
 
     await ctx.db.transaction(write)
 

@@ -15,7 +15,7 @@ from twisted.trial.unittest import TestCase
 
 from gateway.jobs.retention import LogRetention
 from gateway.settings.store import Settings
-from gateway.store import migrate, schema
+from gateway.store import migrate, schema, usage_rollups
 from gateway.store.pool import DBRunner, make_engine
 
 START = 1_800_000_000.0
@@ -46,6 +46,7 @@ class RetentionTest(TestCase):
 
         def write(conn: Any) -> None:
             conn.execute(schema.usage_logs.insert(), rows)
+            usage_rollups.add_logged(conn, rows)  # what settlement does with the rows it logs
 
         await self.db.transaction(write)
 
