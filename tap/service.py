@@ -27,7 +27,9 @@ from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight, within
 from tap.interpreter_tuning import tune_interpreter
 from tap.json_log import install
+from tap.listen_backlog import with_backlog
 from tap.metrics_listener import MeteredSite, metrics_site
+from tap.open_files import raise_open_file_limit
 from tap.options import Options
 from tap.ordered_services import OrderedServices
 from tap.secrets import load_or_create
@@ -52,6 +54,7 @@ class LockgateService(OrderedServices):
         self.twistd_options: Any = None
 
     def startService(self) -> None:
+        raise_open_file_limit()
         secret_created = not os.path.exists(self.options["secret-file"])
         secrets = load_or_create(self.options["secret-file"])
         state = open_state(self.reactor, self.options.get("redis"))
@@ -89,7 +92,7 @@ class LockgateService(OrderedServices):
         site.displayTracebacks = False
         site.noisy = False  # no "Starting factory" lines; report_setup says what listens
         for endpoint in self.options["listen"]:
-            strports.service(endpoint, site).setServiceParent(self)
+            strports.service(with_backlog(endpoint), site).setServiceParent(self)
         endpoints = list(self.options["listen"])
         if metrics is not None:
             in_flight = self.in_flight
