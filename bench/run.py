@@ -118,7 +118,7 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
     def req(model: str, stream: bool) -> bytes:
         return build_request(host, port, path, chat_body(model, stream), token)
 
-    for concurrency in (1, 32):
+    for concurrency in (() if args.streams_only else (1, 32)):
         print(f"  [{target}] non-stream, concurrency {concurrency}, {args.duration}s",
               flush=True)
         watched_cpu = pid if pid is not None else upstream_pid
@@ -145,6 +145,8 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
         "done_p50_ms": ms(percentile(s.completion, 50)),
         "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
 
+    if not args.slow_streams:
+        return out
     watched = pid if pid is not None else upstream_pid
     await asyncio.sleep(1.0)
     baseline = rss_kib(watched)
@@ -299,7 +301,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             return results
         probe = await closed_loop("127.0.0.1", gw_port, build_request(
             "127.0.0.1", gw_port, "/v1/chat/completions", chat_body("bench-json", False), key),
-            1, 0.01)
+            1, 0.5)
         if probe.requests == 0:
             results["notes"].append(
                 "gateway not ready: /v1/chat/completions answered "
@@ -327,6 +329,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds per non-stream phase")
     parser.add_argument("--streams", type=int, default=500)
     parser.add_argument("--slow-streams", type=int, default=2000)
+    parser.add_argument("--streams-only", action="store_true",
+                        help="skip the non-stream phases: only the N streams and slow streams "
+                             "phases (--slow-streams 0 skips the slow ones too)")
     parser.add_argument("--upstream-port", type=int, default=0)
     parser.add_argument("--direct-only", action="store_true",
                         help="only measure the upstream (checks the driver itself)")
