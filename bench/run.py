@@ -137,13 +137,22 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
             "p50_ms": ms(percentile(r.latencies, 50)), "p99_ms": ms(percentile(r.latencies, 99)),
             "statuses": r.statuses, "first_error": r.first_error}
 
-    print(f"  [{target}] {args.streams} concurrent streams", flush=True)
-    s = await streams(host, port, req(models["stream"], True), args.streams)
-    out["streams"] = {
-        "count": args.streams, "completed": s.completed, "errors": s.errors,
-        "ttfb_p50_ms": ms(percentile(s.ttfb, 50)), "ttfb_p99_ms": ms(percentile(s.ttfb, 99)),
-        "done_p50_ms": ms(percentile(s.completion, 50)),
-        "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
+    if args.streams:
+        print(f"  [{target}] {args.streams} concurrent streams", flush=True)
+        watched_cpu = pid if pid is not None else upstream_pid
+        cpu_before = cpu_seconds(watched_cpu)
+        s = await streams(host, port, req(models["stream"], True), args.streams)
+        cpu_after = cpu_seconds(watched_cpu)
+        out["streams"] = {
+            "count": args.streams, "completed": s.completed, "errors": s.errors,
+            # the whole life of a stream (start, 20 relayed events, settlement), per stream
+            "cpu_ms_per_stream": (None if cpu_before is None or cpu_after is None
+                                  or not s.completed
+                                  else round((cpu_after - cpu_before) * 1000 / s.completed, 3)),
+            "ttfb_p50_ms": ms(percentile(s.ttfb, 50)),
+            "ttfb_p99_ms": ms(percentile(s.ttfb, 99)),
+            "done_p50_ms": ms(percentile(s.completion, 50)),
+            "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
 
     if not args.slow_streams:
         return out
@@ -195,8 +204,16 @@ def start_gateway(tmp: Path, port: int, cpu: str | None,
                             stderr=open(tmp / "twistd.stderr", "wb"))
 
 
-def raise_fd_limit() -> None:
+def raise_fd_limit(needed: int = 0) -> None:
+    """Soft limit up to the hard one; the hard one too when ``needed`` is more and we may
+    (root): the gateway holds two sockets per slow stream, and the children inherit this."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+            return
+        except (ValueError, OSError):
+            print(f"note: open-file hard limit {hard} < {needed} needed", flush=True)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -223,7 +240,8 @@ def table(results: dict[str, Any]) -> str:
             row(f"non-stream c={c} {label}", f"json_c{c}", key)
     for key, label in (("completed", "completed"), ("ttfb_p50_ms", "TTFB p50 ms"),
                        ("ttfb_p99_ms", "TTFB p99 ms"), ("done_p50_ms", "done p50 ms"),
-                       ("done_p99_ms", "done p99 ms"), ("errors", "errors")):
+                       ("done_p99_ms", "done p99 ms"), ("cpu_ms_per_stream", "CPU ms/stream"),
+                       ("errors", "errors")):
         row(f"{results['config']['streams']} streams {label}", "streams", key)
     for key, label in (("open_at_peak", "open"), ("rss_per_stream_kib", "RSS KiB/stream"),
                        ("rss_peak_kib", "RSS peak KiB"),
@@ -253,7 +271,7 @@ async def measure_floor(args: argparse.Namespace, up_port: int, upstream_pid: in
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    raise_fd_limit()
+    raise_fd_limit(2 * max(args.slow_streams, args.streams) + 4096)
     cpus = os.cpu_count() or 1
     gateway_cpu = "0" if cpus > 1 else None
     helper_cpus = set(range(1, cpus)) if cpus > 1 else None
@@ -331,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slow-streams", type=int, default=2000)
     parser.add_argument("--streams-only", action="store_true",
                         help="skip the non-stream phases: only the N streams and slow streams "
-                             "phases (--slow-streams 0 skips the slow ones too)")
+                             "phases (--streams 0 / --slow-streams 0 skip those too)")
     parser.add_argument("--upstream-port", type=int, default=0)
     parser.add_argument("--direct-only", action="store_true",
                         help="only measure the upstream (checks the driver itself)")

@@ -47,7 +47,9 @@ run()
 """
 
 
-def snapshot(pid: int, path: Path) -> tracemalloc.Snapshot:
+async def snapshot(pid: int, path: Path) -> tracemalloc.Snapshot:
+    """The gateway's heap now; waits without blocking the loop (the open streams must keep
+    being read, or their events pile up in the gateway's write buffers and count as theirs)."""
     done = Path(str(path) + ".done")
     done.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR2)
@@ -55,7 +57,7 @@ def snapshot(pid: int, path: Path) -> tracemalloc.Snapshot:
     while not done.exists():
         if time.time() > deadline:
             raise SystemExit("the gateway did not write its snapshot")
-        time.sleep(0.1)
+        await asyncio.sleep(0.1)
     return tracemalloc.Snapshot.load(str(path))
 
 
@@ -75,7 +77,7 @@ async def main_async(args: argparse.Namespace) -> None:
          str(tmp / "secret"), "--access-log", str(tmp / "access.log")],
         cwd=str(tmp), env=env, stdout=subprocess.DEVNULL)
     try:
-        if not wait_http(up_port, "/v1/models", 15) or not wait_http(gw_port, "/healthz", 60):
+        if not wait_http(up_port, "/v1/models", 15) or not wait_http(gw_port, "/healthz", 240):
             raise SystemExit(f"did not start; see {tmp / 'twistd.log'}")
         key, _ = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}", MODELS)
         request = build_request("127.0.0.1", gw_port, "/v1/chat/completions",
@@ -83,7 +85,7 @@ async def main_async(args: argparse.Namespace) -> None:
         warm = await hold_streams("127.0.0.1", gw_port, request, 50, _pause)
         print(f"warm-up: {warm.opened} streams, errors {warm.errors}", flush=True)
         await asyncio.sleep(2)
-        before = snapshot(gateway.pid, tmp / "heap.snapshot")
+        before = await snapshot(gateway.pid, tmp / "heap.snapshot")
         rss_before = rss_kib(gateway.pid) or 0
         taken: list[tracemalloc.Snapshot] = []
         rss_open = [0]
@@ -91,7 +93,7 @@ async def main_async(args: argparse.Namespace) -> None:
         async def measure(result: object) -> None:
             await asyncio.sleep(2)
             rss_open[0] = rss_kib(gateway.pid) or 0
-            taken.append(snapshot(gateway.pid, tmp / "heap.snapshot"))
+            taken.append(await snapshot(gateway.pid, tmp / "heap.snapshot"))
 
         held = await hold_streams("127.0.0.1", gw_port, request, args.streams, measure)
         opened = held.opened
