@@ -27,7 +27,8 @@ def table(run: dict[str, Any], streams: int) -> str:
             row(f"non-stream c={c} {label}", f"json_c{c}", key)
     for key, label in (("completed", "completed"), ("ttfb_p50_ms", "TTFB p50 ms"),
                        ("ttfb_p99_ms", "TTFB p99 ms"), ("done_p50_ms", "done p50 ms"),
-                       ("done_p99_ms", "done p99 ms"), ("errors", "errors")):
+                       ("done_p99_ms", "done p99 ms"),
+                       ("cpu_ms_per_stream", "CPU ms/stream"), ("errors", "errors")):
         row(f"{streams} streams {label}", "streams", key)
     for key, label in (("open_at_peak", "open"), ("rss_per_stream_kib", "RSS KiB/stream"),
                        ("rss_peak_kib", "RSS peak KiB"),

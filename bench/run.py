@@ -141,7 +141,7 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
     def req(model: str, stream: bool) -> bytes:
         return build_request(host, port, path, chat_body(model, stream), token)
 
-    for concurrency in (1, 32):
+    for concurrency in (() if args.streams_only else (1, 32)):
         print(f"  [{target}] non-stream, concurrency {concurrency}, {args.duration}s",
               flush=True)
         watched_cpu = pid if pid is not None else upstream_pid
@@ -163,9 +163,16 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
     if args.streams <= 0:
         return out
     print(f"  [{target}] {args.streams} concurrent streams", flush=True)
+    watched_cpu = pid if pid is not None else upstream_pid
+    cpu_before = cpu_seconds(watched_cpu)
     s = await streams(host, port, req(models["stream"], True), args.streams)
+    cpu_after = cpu_seconds(watched_cpu)
     out["streams"] = {
         "count": args.streams, "completed": s.completed, "errors": s.errors,
+        # the whole life of a stream (start, 20 relayed events, settlement), per stream
+        "cpu_ms_per_stream": (None if cpu_before is None or cpu_after is None
+                              or not s.completed
+                              else round((cpu_after - cpu_before) * 1000 / s.completed, 3)),
         "ttfb_p50_ms": ms(percentile(s.ttfb, 50)), "ttfb_p99_ms": ms(percentile(s.ttfb, 99)),
         "done_p50_ms": ms(percentile(s.completion, 50)),
         "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
@@ -224,8 +231,16 @@ def start_gateway(tmp: Path, port: int, cpu: str | None, profile: str | None,
                             stderr=open(tmp / "twistd.stderr", "wb"))
 
 
-def raise_fd_limit() -> None:
+def raise_fd_limit(needed: int = 0) -> None:
+    """Soft limit up to the hard one; the hard one too when ``needed`` is more and we may
+    (root): the gateway holds two sockets per slow stream, and the children inherit this."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+            return
+        except (ValueError, OSError):
+            print(f"note: open-file hard limit {hard} < {needed} needed", flush=True)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -274,7 +289,7 @@ async def start_lockgate(args: argparse.Namespace, tmp: Path, up_port: int,
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    raise_fd_limit()
+    raise_fd_limit(2 * max(args.slow_streams, args.streams) + 4096)
     cpus = os.cpu_count() or 1
     gateway_cpu = "0" if cpus > 1 else None
     helper_cpus = set(range(1, cpus)) if cpus > 1 else None
@@ -365,6 +380,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-streams", type=int, default=2000, help="0 skips the phase")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs, alternating the column order; each printed plus the spread")
+    parser.add_argument("--streams-only", action="store_true",
+                        help="skip the non-stream phases: only the N streams and slow streams "
+                             "phases (--streams 0 / --slow-streams 0 skip those too)")
     parser.add_argument("--upstream-port", type=int, default=0)
     parser.add_argument("--direct-only", action="store_true",
                         help="no gateway: only the upstream and the reference proxies")

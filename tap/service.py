@@ -27,7 +27,9 @@ from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight, within
 from tap.interpreter_tuning import tune_interpreter
 from tap.json_log import install
+from tap.listen_backlog import with_backlog
 from tap.metrics_listener import MeteredSite, metrics_site
+from tap.open_files import raise_open_file_limit
 from tap.options import Options
 from tap.ordered_services import OrderedServices
 from tap.secrets import load_or_create
@@ -55,6 +57,7 @@ class LockgateService(OrderedServices):
         self.worker = WorkerSlot.from_environ(os.environ)
 
     def startService(self) -> None:
+        raise_open_file_limit()
         secret_created = not os.path.exists(self.options["secret-file"])
         secrets = load_or_create(self.options["secret-file"])
         hub = self.worker.hub(self.reactor) if self.worker is not None else None
@@ -97,7 +100,8 @@ class LockgateService(OrderedServices):
         site.noisy = False  # no "Starting factory" lines; report_setup says what listens
         if self.worker is not None:
             site.worker_label = self.worker.label
-        for listener in listeners(self.options["listen"], site, self.reactor, self.worker):
+        for listener in listeners([with_backlog(e) for e in self.options["listen"]], site,
+                                  self.reactor, self.worker):
             listener.setServiceParent(self)
         endpoints = list(self.options["listen"])
         if metrics is not None:

@@ -322,6 +322,9 @@ def _describe(failure: Failure) -> str:
 class UpstreamResponse:
     """Status and headers of an upstream answer, plus control over its body."""
 
+    __slots__ = ("_aborted_early", "_body", "_clock", "_release", "_response", "code",
+                 "first_body_at", "headers", "length", "pause_count", "phrase")
+
     def __init__(self, response: IResponse, clock: Any,
                  release: Callable[[], object] | None = None) -> None:
         self.code: int = response.code
@@ -467,6 +470,8 @@ class _BodyProtocol(TwistedProtocol):
 
 class _Collector:
     """The sink behind ``read_all``."""
+
+    __slots__ = ("_limit", "_owner", "_parts", "_size", "done")
 
     def __init__(self, owner: UpstreamResponse, limit: int) -> None:
         self._owner = owner

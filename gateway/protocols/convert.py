@@ -29,6 +29,7 @@ from gateway.protocols.events import (
     ToolCallStart,
     UpstreamEvent,
 )
+from gateway.protocols.kept_json import kept_dumps
 from gateway.protocols.request import ClientRequest
 
 
@@ -85,7 +86,7 @@ class ConvertingTranslator:
         # decoding and encoding happen now so that an unconvertible request fails before
         # anything is reserved or sent (ProtocolError, 400)
         conversation = client.decode_request(request.body)
-        self._body = orjson.dumps(upstream.encode_request(conversation, upstream_model))
+        self._body = kept_dumps(upstream.encode_request(conversation, upstream_model))
         self._decoder: StreamDecoder | None = None
         self._encoder: StreamEncoder | None = None
         self._text_bytes = 0

@@ -25,6 +25,7 @@ from gateway.protocols.events import UpstreamEvent
 from gateway.protocols.google import decode_candidate
 from gateway.protocols.google import upstream_path as google_upstream_path
 from gateway.protocols.google_stream import error_frames as google_error_frames
+from gateway.protocols.kept_json import kept_dumps
 from gateway.protocols.messages_stream import error_frames as messages_error_frames
 from gateway.protocols.request import ClientRequest
 from gateway.protocols.responses_stream import error_frames as responses_error_frames
@@ -53,7 +54,7 @@ class _Passthrough(ABC):
         self.completed = False
         self._closed = False       # the client stream has its final frame
         self._failed = False       # the upstream reported an error inside the stream
-        self._client_model = orjson.dumps(request.model)
+        self._client_model = kept_dumps(request.model)
         self._model_field = b""    # the exact '"model":"<upstream name>"' last seen
         self._model_swap = b""     # its replacement, or b"" when nothing needs changing
         self._text_bytes = 0
@@ -71,7 +72,8 @@ class _Passthrough(ABC):
         changes = self._body_changes()
         if not changes:
             return self.request.raw
-        return orjson.dumps({**self.request.body, **changes})
+        # kept by the upstream request until the stream ends
+        return kept_dumps({**self.request.body, **changes})
 
     @abstractmethod
     def _body_text(self, parsed: dict[str, Any]) -> int:
