@@ -11,7 +11,7 @@ whose lease ran out and fails them, so a node that dies mid-run leaves no run ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -97,6 +97,9 @@ class RunTools:
     db: DBRunner
     now: Callable[[], datetime]
     mcp: McpClientFactory | None = None
+    #: waits until every event emitted so far is committed (a tool that reads the run's own
+    #: stored events, like the studio's review check, must see them)
+    events_written: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -263,9 +266,10 @@ class RunService:
                 await self._fail(run, str(exc), 0, [])
                 return
             hooked = RunTools(run=run, prepared=prepared, connector=connector,
-                              call_model=self.model_caller(user_id), sink=_RunSink(self, run),
+                              call_model=self.model_caller(user_id), sink=worker.sink,
                               add_cost=self._cost_adder(worker), clock=self.ctx.clock,
-                              db=self.ctx.db, now=self.ctx.now, mcp=self.mcp)
+                              db=self.ctx.db, now=self.ctx.now, mcp=self.mcp,
+                              events_written=worker.sink.written)
             for hook in self.tool_hooks:
                 tools.extend(hook(hooked))
             if worker.stopped:

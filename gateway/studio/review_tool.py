@@ -9,6 +9,7 @@ with the item's new status.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.assistant.tool_set import (
@@ -26,12 +27,17 @@ from gateway.store.studio import reviews
 NAME = "studio_review_work"
 
 
-def review_tool(db: DBRunner, now: Any, run_id: str) -> Tool:
+def review_tool(db: DBRunner, now: Any, run_id: str,
+                events_written: Callable[[], Awaitable[None]] | None = None) -> Tool:
+    """``events_written`` waits for the run's emitted events to be committed: the reviewer's
+    ``agent_task`` event may still be in the group-commit writer when the chief decides."""
     async def run(arguments: dict[str, Any], _call_id: str) -> ToolResult:
         decision = string_argument(arguments, "decision").strip()
         if decision not in reviews.DECISIONS:
             raise BadArguments(reviews.BAD_DECISION)
         summary = string_argument(arguments, "summary", required=False)
+        if events_written is not None:
+            await events_written()
 
         def write(conn: Any) -> str:
             return reviews.record_decision(conn, run_id, decision, summary,

@@ -27,5 +27,5 @@ def studio_tools(hooked: RunTools, *, review: bool) -> list[Tool]:
     if team.internal:
         tools += refused_intake_tools()
     if review:
-        tools.append(review_tool(db, now, hooked.run.id))
+        tools.append(review_tool(db, now, hooked.run.id, hooked.events_written))
     return tools
