@@ -161,11 +161,12 @@ class TaskRunner:
             del self._locks[sandbox]
         return result
 
-    def cancel_all(self, reason: str) -> None:
-        """Kill every running command and every stdio MCP server (the connector stops)."""
+    def cancel_all(self, reason: str) -> Deferred[Any]:
+        """Kill every running command and every stdio MCP server (the connector stops); fires
+        once the MCP servers have ended."""
         for command in list(self._commands.values()):
             command.cancel(reason)
-        self.mcp.stop_all()
+        return self.mcp.stop_all()
 
     def _start(self, task: dict[str, Any], on_output: OutputSink | None) -> Any:
         action = str(task.get("action", ""))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from twisted.internet.defer import DeferredLock
+from twisted.internet.defer import Deferred, DeferredLock, gatherResults
 
 from connector.actions.mcp_stdio import PROTOCOL_VERSION, StdioMcpProcess
 from connector.actions.outcome import ActionError, ActionResult
@@ -57,6 +57,8 @@ class McpProcesses:
         self._timeout = timeout
         self._processes: dict[str, StdioMcpProcess] = {}
         self._locks: dict[str, DeferredLock] = {}
+        #: every started process until it has ended (replaced ones included)
+        self._living: set[StdioMcpProcess] = set()
 
     async def _process(self, server: dict[str, Any]) -> StdioMcpProcess:
         key = server_key(server)
@@ -72,6 +74,8 @@ class McpProcesses:
             process = StdioMcpProcess(self._reactor, key, server, self._timeout)
             process.start()
             self._processes[key] = process
+            self._living.add(process)
+            process.ended.addBoth(lambda _: self._living.discard(process))
             try:
                 await process.request("initialize", {
                     "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
@@ -130,7 +134,10 @@ class McpProcesses:
         process.kill()
         return ActionResult.ok(json.dumps({"ok": True, "key": key}))
 
-    def stop_all(self) -> None:
-        processes, self._processes = self._processes, {}
-        for process in processes.values():
+    def stop_all(self) -> Deferred[Any]:
+        """Kill every process; fires once all have ended."""
+        self._processes = {}
+        living = list(self._living)
+        for process in living:
             process.kill()
+        return gatherResults([process.ended for process in living])

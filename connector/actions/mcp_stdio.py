@@ -8,12 +8,14 @@ process that dies fails whatever was waiting with its exit and the tail of its s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ProcessExitedAlready
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
@@ -91,7 +93,8 @@ class StdioMcpProcess(ProcessProtocol):
 
     def kill(self) -> None:
         if self.alive and self.transport is not None:
-            self.transport.signalProcess("KILL")
+            with contextlib.suppress(ProcessExitedAlready):  # its end is being delivered
+                self.transport.signalProcess("KILL")
 
     def _write(self, message: dict[str, Any]) -> None:
         assert self.transport is not None
