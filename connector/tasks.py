@@ -102,7 +102,9 @@ class TaskRunner:
             ),
             "cleanup_cloud_sandbox": self._cleanup_sandbox,
             "mcp_list_tools": lambda ctx: Deferred.fromCoroutine(self.mcp.list_tools(ctx.payload)),
-            "mcp_call_tool": lambda ctx: Deferred.fromCoroutine(self.mcp.call_tool(ctx.payload)),
+            "mcp_call_tool": lambda ctx: Deferred.fromCoroutine(
+                self.mcp.call_tool(ctx.payload, ctx.task_id)
+            ),
             "list_mcp_processes": lambda ctx: self.mcp.listing(),
             "stop_mcp_process": lambda ctx: self.mcp.stop(ctx.payload),
         }
@@ -138,7 +140,7 @@ class TaskRunner:
             return True
         command = self._commands.get(task_id)
         if command is None:
-            return False
+            return self.mcp.cancel(task_id, reason)
         command.cancel(reason)
         return True
 

@@ -57,6 +57,8 @@ class McpProcesses:
         self._timeout = timeout
         self._processes: dict[str, StdioMcpProcess] = {}
         self._locks: dict[str, DeferredLock] = {}
+        #: task id -> (process, request id) of a ``tools/call`` in flight
+        self._calls: dict[str, tuple[StdioMcpProcess, int]] = {}
         #: every started process until it has ended (replaced ones included)
         self._living: set[StdioMcpProcess] = set()
 
@@ -103,7 +105,7 @@ class McpProcesses:
             params = {"cursor": cursor}
         return ActionResult.ok(json.dumps({"tools": tools}))
 
-    async def call_tool(self, payload: dict[str, Any]) -> ActionResult:
+    async def call_tool(self, payload: dict[str, Any], task_id: str = "") -> ActionResult:
         server = _server(payload)
         name = payload.get("name")
         if not isinstance(name, str) or not name:
@@ -112,8 +114,23 @@ class McpProcesses:
         if not isinstance(arguments, dict):
             raise ActionError("arguments must be an object")
         process = await self._process(server)
-        result = await process.request("tools/call", {"name": name, "arguments": arguments})
+
+        def track(request_id: int) -> None:
+            if task_id:
+                self._calls[task_id] = (process, request_id)
+
+        try:
+            result = await process.request("tools/call", {"name": name, "arguments": arguments},
+                                           on_id=track)
+        finally:
+            self._calls.pop(task_id, None)
         return ActionResult.ok(json.dumps(result))
+
+    def cancel(self, task_id: str, reason: str) -> bool:
+        """A ``task_cancel`` for an MCP call in flight: cancelled on the server, the task fails
+        with ``reason`` (the process stays up for the next call)."""
+        call = self._calls.pop(task_id, None)
+        return call is not None and call[0].cancel(call[1], reason)
 
     def listing(self) -> ActionResult:
         now = self._reactor.seconds()

@@ -68,13 +68,16 @@ class StdioMcpProcess(ProcessProtocol):
             raise ActionError(f"could not start mcp server {command}: {exc.strerror}") from None
         self.alive = True
 
-    def request(self, method: str, params: dict[str, Any]) -> Deferred[dict[str, Any]]:
+    def request(self, method: str, params: dict[str, Any],
+                on_id: Any = None) -> Deferred[dict[str, Any]]:
         """The ``result`` of the reply (``ActionError`` for a JSON-RPC error, a timeout or a
-        dead process)."""
+        dead process); ``on_id(request_id)`` learns the id (to cancel the request)."""
         if not self.alive:
             raise ActionError(self._death())
         self._next_id += 1
         request_id = self._next_id
+        if on_id is not None:
+            on_id(request_id)
         waiter: Deferred[dict[str, Any]] = Deferred()
         self._pending[request_id] = waiter
         timer = self._reactor.callLater(self.timeout, self._expire, request_id)
@@ -88,8 +91,22 @@ class StdioMcpProcess(ProcessProtocol):
         self._write({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return waiter
 
-    def notify(self, method: str) -> None:
-        self._write({"jsonrpc": "2.0", "method": method})
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._write(message)
+
+    def cancel(self, request_id: int, reason: str) -> bool:
+        """Give up on a request: the server is told (``notifications/cancelled``) and the
+        waiter fails with ``reason``; False when it already ended."""
+        waiter = self._pending.pop(request_id, None)
+        if waiter is None:
+            return False
+        if self.alive:
+            self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+        waiter.errback(ActionError(reason))
+        return True
 
     def kill(self) -> None:
         if self.alive and self.transport is not None:

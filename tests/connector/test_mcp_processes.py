@@ -63,6 +63,22 @@ class McpActionTests(TestCase):
         assert (await self.run_task("list_mcp_processes", {})) == {"processes": []}
         assert await self.pid() != pid  # started again on the next call
 
+    async def test_task_cancel_fails_the_call_at_once_and_keeps_the_process(self) -> None:
+        pid = await self.pid()
+        started = reactor.seconds()
+        call = self.runner.start({"id": "act-slow", "action": "mcp_call_tool", "payload": {
+            "server": server(), "name": "sleep", "arguments": {"seconds": 20}}}, None)
+        assert not self.runner.cancel("act-unknown", "cancelled by user")
+        for _ in range(500):
+            if self.runner.cancel("act-slow", "cancelled by user"):
+                break
+            await deferLater(reactor, 0.01, lambda: None)
+        result = await call
+        assert (result.success, result.error) == (False, "cancelled by user")
+        assert reactor.seconds() - started < 10
+        [process] = (await self.run_task("list_mcp_processes", {}))["processes"]
+        assert process["pid"] == pid
+
     async def test_a_changed_definition_replaces_the_process(self) -> None:
         first = await self.pid()
         second = await self.pid(env={"X": "1"})
