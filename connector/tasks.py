@@ -29,6 +29,7 @@ from connector.actions.command import (
     command_text,
     command_timeout,
 )
+from connector.actions.mcp_processes import McpProcesses
 from connector.actions.outcome import ActionError, ActionResult
 from connector.actions.web import web_fetch
 from connector.config import ConnectorConfig
@@ -43,7 +44,8 @@ log = Logger()
 
 SANDBOX_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 FILE_ACTIONS = ("list_files", "read_file", "file_sha256", "write_file", "replace_text")
-DEVICE_ACTIONS = (*FILE_ACTIONS, "run_command", "web_fetch")
+MCP_ACTIONS = ("mcp_list_tools", "mcp_call_tool", "list_mcp_processes", "stop_mcp_process")
+DEVICE_ACTIONS = (*FILE_ACTIONS, "run_command", "web_fetch", *MCP_ACTIONS)
 SANDBOX_ACTIONS = (*FILE_ACTIONS, "run_command", "cleanup_cloud_sandbox")
 
 
@@ -81,6 +83,7 @@ class TaskRunner:
         self._locks: dict[str, DeferredLock] = {}
         self._waiting: set[str] = set()
         self._cancel_requested: dict[str, str] = {}
+        self.mcp = McpProcesses(reactor)
         self._handlers: dict[str, Callable[[TaskContext], Any]] = {
             "list_files": lambda ctx: self._in_thread(files.list_files, ctx.workspace, ctx.payload),
             "read_file": lambda ctx: self._in_thread(files.read_file, ctx.workspace, ctx.payload),
@@ -98,6 +101,12 @@ class TaskRunner:
                 web_fetch(self._http, self._reactor, ctx.payload)
             ),
             "cleanup_cloud_sandbox": self._cleanup_sandbox,
+            "mcp_list_tools": lambda ctx: Deferred.fromCoroutine(self.mcp.list_tools(ctx.payload)),
+            "mcp_call_tool": lambda ctx: Deferred.fromCoroutine(
+                self.mcp.call_tool(ctx.payload, ctx.task_id)
+            ),
+            "list_mcp_processes": lambda ctx: self.mcp.listing(),
+            "stop_mcp_process": lambda ctx: self.mcp.stop(ctx.payload),
         }
 
     @property
@@ -131,7 +140,7 @@ class TaskRunner:
             return True
         command = self._commands.get(task_id)
         if command is None:
-            return False
+            return self.mcp.cancel(task_id, reason)
         command.cancel(reason)
         return True
 
@@ -154,9 +163,12 @@ class TaskRunner:
             del self._locks[sandbox]
         return result
 
-    def cancel_all(self, reason: str) -> None:
+    def cancel_all(self, reason: str) -> Deferred[Any]:
+        """Kill every running command and every stdio MCP server (the connector stops); fires
+        once the MCP servers have ended."""
         for command in list(self._commands.values()):
             command.cancel(reason)
+        return self.mcp.stop_all()
 
     def _start(self, task: dict[str, Any], on_output: OutputSink | None) -> Any:
         action = str(task.get("action", ""))

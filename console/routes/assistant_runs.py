@@ -24,6 +24,7 @@ from gateway.assistant.run_service import (
     events_channel,
     is_terminal_event,
 )
+from gateway.links.views import masked_env
 from gateway.store.assistant.refused import Refused
 from gateway.store.assistant.rows import RunEventRow
 from gateway.store.assistant.runs import events_after, find_run
@@ -88,7 +89,8 @@ class RunRoutes:
         return [{"id": task.id, "device_id": task.device_id, "device_name": name,
                  "run_id": task.run_id, "action": task.action,
                  "workspace_path": task.workspace_path,
-                 "workspace_unrestricted": not task.workspace_path, "payload": task.payload,
+                 "workspace_unrestricted": not task.workspace_path,
+                 "payload": masked_env(task.payload),
                  "created_at": timestamp(task.created_at)} for task, name in found]
 
     @app.route("/<string:run_id>/events", methods=["GET"])

@@ -13,6 +13,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
+from console.services.assistant.device_mcp import device_mcp_call
 from gateway.links import ids
 from gateway.links.hub import CLOSE_REVOKED
 from gateway.links.tasks import TaskNotActive
@@ -165,3 +166,20 @@ class DeviceRoutes:
         except TaskNotActive:
             raise ApiError(409, NOT_ACTIVE) from None
         return {"ok": True}
+
+    @app.route("/<device_id>/mcp-processes", methods=["GET"])
+    @json_route
+    async def mcp_processes(self, request: Any, device_id: str) -> Any:
+        user, device = await self._own(request, device_id)
+        return await device_mcp_call(self.ctx, user["id"], device, "list_mcp_processes", {})
+
+    @app.route("/<device_id>/mcp-processes/stop", methods=["POST"])
+    @json_route
+    async def stop_mcp_process(self, request: Any, device_id: str) -> Any:
+        body = read_object(request)
+        key = body.get("key")
+        if not isinstance(key, str) or not key.strip():
+            raise bad_request("key is required", field="key")
+        user, device = await self._own(request, device_id)
+        return await device_mcp_call(self.ctx, user["id"], device, "stop_mcp_process",
+                                     {"key": key})

@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.assistant.builtin_tools import TaskChecklist, ask_user_tool, skill_tool, task_tools
+from gateway.assistant.connector_mcp import ConnectorMcpTools
 from gateway.assistant.connector_tools import ConnectorTools
 from gateway.assistant.ids import MESSAGE, random_id
-from gateway.assistant.mcp_tools import McpClientFactory, mcp_tools
+from gateway.assistant.mcp_servers import CONNECTOR
+from gateway.assistant.mcp_tools import McpClient, McpClientFactory, mcp_tools
 from gateway.assistant.preparation import Prepared
 from gateway.assistant.prompt import conversation, system_prompt
 from gateway.assistant.tool_set import ToolSet
@@ -32,7 +34,7 @@ async def build_tools(prepared: Prepared, mcp: McpClientFactory | None,
     team = prepared.team
     if team is not None and team.intake:
         return tools  # §4.16: the intake desk gets only the intake tools (added by the studio)
-    tools.extend(await mcp_tools(prepared.servers, mcp))
+    tools.extend(await mcp_tools(prepared.servers, _through_device(mcp, connector)))
     if connector is not None:
         tools.extend(tool for tool in connector.tools(prepared.connector_switches)
                      if team is None or tool.name in CHIEF_CONNECTOR_TOOLS)
@@ -43,6 +45,20 @@ async def build_tools(prepared: Prepared, mcp: McpClientFactory | None,
         tools.extend(task_tools(TaskChecklist()))
         tools.add(ask_user_tool())
     return tools.filtered(prepared.request.disabled_tool_groups, prepared.agent_tools)
+
+
+def _through_device(mcp: McpClientFactory | None,
+                    connector: ConnectorTools | None) -> McpClientFactory | None:
+    """``connector``-type servers go through the run's device when it has one (§1.3)."""
+    if connector is None or mcp is None:
+        return mcp
+
+    def make(server: dict[str, Any]) -> McpClient:
+        if server.get("type") == CONNECTOR:
+            return ConnectorMcpTools(connector.tasks, connector.target, server)
+        return mcp(server)
+
+    return make
 
 
 def first_messages(prepared: Prepared, tools: ToolSet,

@@ -71,6 +71,8 @@ def _caller(client: McpClient, name: str) -> Any:
     async def run(arguments: dict[str, Any], _call_id: str) -> ToolResult:
         try:
             output = await client.call_tool(name, arguments)
+        except ToolFailed:
+            raise  # already carries its §1.8 prefix (a connector server's task failure)
         except Exception as exc:
             raise ToolFailed(f"Tool call failed: {exc}") from None
         if output.is_error:

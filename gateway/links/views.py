@@ -18,6 +18,7 @@ SERVER_KEYS = frozenset({
     "preview_old_content", "preview_old_content_available", "preview_tool_call_id",
     "connector_task_id", "sandbox_id", "sandbox_backend", "packages",
 })
+ENV_MASK = "********"
 
 
 def rfc3339(value: datetime) -> str:
@@ -54,6 +55,16 @@ def device_payload(payload: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in payload.items() if key not in SERVER_KEYS}
 
 
+def masked_env(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with a connector MCP ``server.env``'s values shown as ``********``: what
+    user-facing listings show (§1.13 [G]; the device itself gets the real values)."""
+    server = payload.get("server")
+    if not isinstance(server, dict) or not isinstance(server.get("env"), dict):
+        return payload
+    env = {key: ENV_MASK for key in server["env"]}
+    return {**payload, "server": {**server, "env": env}}
+
+
 def dispatch_view(task: TaskRow) -> dict[str, Any]:
     """What a device receives (WebSocket ``task`` frame, long-poll ``tasks/next``)."""
     return {
@@ -69,7 +80,7 @@ def task_view(task: TaskRow) -> dict[str, Any]:
         "id": task.id, "device_id": task.device_id, "run_id": task.run_id,
         "action": task.action, "workspace_path": task.workspace_path,
         "workspace_unrestricted": task.workspace_path == "",
-        "payload": device_payload(task.payload), "status": task.status,
+        "payload": masked_env(device_payload(task.payload)), "status": task.status,
     }
     if task.result:
         view["result"] = task.result
