@@ -176,10 +176,10 @@ class DeviceRoutes:
     @app.route("/<device_id>/mcp-processes/stop", methods=["POST"])
     @json_route
     async def stop_mcp_process(self, request: Any, device_id: str) -> Any:
+        user, device = await self._own(request, device_id)
         body = read_object(request)
         key = body.get("key")
         if not isinstance(key, str) or not key.strip():
             raise bad_request("key is required", field="key")
-        user, device = await self._own(request, device_id)
         return await device_mcp_call(self.ctx, user["id"], device, "stop_mcp_process",
                                      {"key": key})
