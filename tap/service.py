@@ -18,6 +18,7 @@ from typing import Any
 from twisted.application import strports
 from twisted.application.service import MultiService, Service
 from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 
 from console.routes.updates import BUILD_VERSION
@@ -64,6 +65,8 @@ class LockgateService(OrderedServices):
         state = hub[0] if hub is not None else open_state(self.reactor, self.options.get("redis"))
         if hub is not None:
             hub[0].lost.addCallback(self._hub_lost)
+        if self.worker is not None:
+            self._watch_supervisor(os.getppid())
         self.app = Lockgate.open(
             self.reactor, database=self.options["database"], secrets=secrets, state=state,
             trusted_proxies=self.options.get("trusted-proxies") or "",
@@ -115,6 +118,18 @@ class LockgateService(OrderedServices):
         log.info("Lockgate listening on {endpoints}", endpoints=", ".join(endpoints))
         ensureDeferred(report_setup(self.app.db, self.options["listen"])).addErrback(
             lambda failure: log.failure("start-up report failed", failure))
+
+    def _watch_supervisor(self, supervisor_pid: int) -> None:
+        """With ``--redis`` a worker has no hub socket whose close would tell it that the
+        supervisor died; the kernel re-parents an orphan, so a changed parent pid says it."""
+        def check() -> None:
+            if os.getppid() != supervisor_pid:
+                watch.stop()
+                self._hub_lost(None)
+
+        watch = LoopingCall(check)
+        watch.clock = self.reactor
+        watch.start(1.0, now=False)
 
     def _hub_lost(self, _: Any) -> None:
         # the supervisor is gone: nobody shares this worker's money holds any more

@@ -187,3 +187,9 @@ class WorkersTests(DrainTestCase):
         self.per_call_model(node, provisioned)
         assert burst(node, provisioned.api_key, 10) == Counter({200: 3, 402: 7})
         assert self.upstream.requests == 3
+        # no hub socket here: the workers notice their supervisor's death by their parent pid
+        pids = worker_pids(node)
+        node.process.kill()
+        node.process.wait()
+        wait_for(lambda: not any(alive(pid) for pid in pids.values()), 30,
+                 "the orphaned workers to stop")
