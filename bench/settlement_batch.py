@@ -33,12 +33,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from settlement_bench import seed_rows
 from sqlalchemy.engine import Connection
 
 from gateway.billing.cost import PriceSet, compute_cost
 from gateway.billing.usage import Usage
 from gateway.ledger.settlement import SettlementRecord
-from gateway.store import billing_writes, migrate, schema
+from gateway.store import billing_writes, migrate
 from gateway.store.pool import make_engine
 
 try:  # the settler converts rows on the reactor thread (issue 22); older code had no such step
@@ -70,22 +71,8 @@ class Probe(threading.Thread):
 
 
 def seed(engine: Any, users: int) -> list[tuple[int, int]]:
-    now = datetime.now(UTC)
     with engine.begin() as conn:
-        group = conn.execute(schema.groups.insert().values(
-            name="bench", created_at=now, updated_at=now)).inserted_primary_key[0]
-        pairs = []
-        for i in range(users):
-            uid = conn.execute(schema.users.insert().values(
-                username=f"b{i}", email=f"b{i}@example.com", balance_nanos=10**15,
-                group_id=group, referral_code=f"B{i}", created_at=now, updated_at=now)
-            ).inserted_primary_key[0]
-            kid = conn.execute(schema.api_keys.insert().values(
-                user_id=uid, name="k", key_hash=f"{i:064d}", key_prefix="sk-",
-                quota_limit_nanos=10**14, created_at=now, updated_at=now)
-            ).inserted_primary_key[0]
-            pairs.append((uid, kid))
-    return pairs
+        return seed_rows(conn, users)
 
 
 def rows_for(pairs: list[tuple[int, int]], size: int, serial: list[int],

@@ -32,26 +32,27 @@ from gateway.store.pool import DBRunner, make_engine
 PRICES = PriceSet(input=Decimal("1.25"), output=Decimal(10), cached_input=Decimal("0.125"))
 
 
-def seed(db: DBRunner, users: int) -> list[tuple[int, int]]:
+def seed_rows(conn: Any, users: int) -> list[tuple[int, int]]:
+    """``users`` users with a large balance, each with one API key: (user id, key id) pairs."""
     now = datetime.now(UTC)
+    group = conn.execute(schema.groups.insert().values(
+        name="bench", created_at=now, updated_at=now)).inserted_primary_key[0]
+    pairs = []
+    for i in range(users):
+        uid = conn.execute(schema.users.insert().values(
+            username=f"b{i}", email=f"b{i}@example.com", balance_nanos=10**15,
+            group_id=group, referral_code=f"B{i}", created_at=now, updated_at=now)
+        ).inserted_primary_key[0]
+        kid = conn.execute(schema.api_keys.insert().values(
+            user_id=uid, name="k", key_hash=f"{i:064d}", key_prefix="sk-",
+            quota_limit_nanos=10**14, created_at=now, updated_at=now)
+        ).inserted_primary_key[0]
+        pairs.append((uid, kid))
+    return pairs
 
-    def insert(conn):  # type: ignore[no-untyped-def]
-        group = conn.execute(schema.groups.insert().values(
-            name="bench", created_at=now, updated_at=now)).inserted_primary_key[0]
-        pairs = []
-        for i in range(users):
-            uid = conn.execute(schema.users.insert().values(
-                username=f"b{i}", email=f"b{i}@example.com", balance_nanos=10**15,
-                group_id=group, referral_code=f"B{i}", created_at=now, updated_at=now)
-            ).inserted_primary_key[0]
-            kid = conn.execute(schema.api_keys.insert().values(
-                user_id=uid, name="k", key_hash=f"{i:064d}", key_prefix="sk-",
-                quota_limit_nanos=10**14, created_at=now, updated_at=now)
-            ).inserted_primary_key[0]
-            pairs.append((uid, kid))
-        return pairs
 
-    return db.blocking(insert)
+def seed(db: DBRunner, users: int) -> list[tuple[int, int]]:
+    return db.blocking(seed_rows, users)
 
 
 async def run(reactor: Any, args: argparse.Namespace) -> None:
