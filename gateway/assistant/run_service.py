@@ -96,10 +96,10 @@ class RunTools:
     clock: Any
     db: DBRunner
     now: Callable[[], datetime]
-    mcp: McpClientFactory | None = None
     #: waits until every event emitted so far is committed (a tool that reads the run's own
     #: stored events, like the studio's review check, must see them)
-    events_written: Callable[[], Awaitable[None]] | None = None
+    events_written: Callable[[], Awaitable[None]]
+    mcp: McpClientFactory | None = None
 
 
 @dataclass

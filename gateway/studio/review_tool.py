@@ -28,7 +28,7 @@ NAME = "studio_review_work"
 
 
 def review_tool(db: DBRunner, now: Any, run_id: str,
-                events_written: Callable[[], Awaitable[None]] | None = None) -> Tool:
+                events_written: Callable[[], Awaitable[None]]) -> Tool:
     """``events_written`` waits for the run's emitted events to be committed: the reviewer's
     ``agent_task`` event may still be in the group-commit writer when the chief decides."""
     async def run(arguments: dict[str, Any], _call_id: str) -> ToolResult:
@@ -36,8 +36,7 @@ def review_tool(db: DBRunner, now: Any, run_id: str,
         if decision not in reviews.DECISIONS:
             raise BadArguments(reviews.BAD_DECISION)
         summary = string_argument(arguments, "summary", required=False)
-        if events_written is not None:
-            await events_written()
+        await events_written()
 
         def write(conn: Any) -> str:
             return reviews.record_decision(conn, run_id, decision, summary,
