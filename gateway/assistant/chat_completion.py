@@ -8,7 +8,7 @@ the error text) at the end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.assistant.conversation_setup import (
@@ -72,10 +72,12 @@ class ChatCompletion:
             tools = await build_tools(self.prepared, self.mcp)
         except McpUnavailable as exc:
             raise LoopFailed(str(exc), 502) from None
+        request = self.prepared.request
         self.loop = RunLoop(
-            limits=CHAT_LIMITS, call_model=self.call_model, tools=tools, sink=sink,
-            clock=self.ctx.clock, messages=first_messages(self.prepared, tools),
-            model_options=self.prepared.request.model_options(self.prepared.model))
+            limits=replace(CHAT_LIMITS, stream=request.stream), call_model=self.call_model,
+            tools=tools, sink=sink, clock=self.ctx.clock,
+            messages=first_messages(self.prepared, tools),
+            model_options=request.model_options(self.prepared.model))
         outcome = await self.loop.run()
         return outcome.result(self.message_id)
 

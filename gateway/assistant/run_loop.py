@@ -6,14 +6,17 @@ persisted run events).  Both are parameters -- ``LoopLimits`` and an ``EventSink
 order of events, the tool statuses and the truncation rule exist once.
 
 Each round is one internal /v1 call (``ModelCaller``), so it is routed, reserved and settled
-like any gateway call; the loop adds up the settled costs to the nano-unit.  ``cancel()`` ends
+like any gateway call; the loop adds up the settled costs to the nano-unit.  With ``stream`` on
+(chat ``stream=true``, [P-8] runs) the call is streamed and each content delta becomes a
+``text`` event as it arrives (``text_deltas``); a round whose gateway answer was not a stream
+keeps the one ``{delta, round}`` event of its whole content.  ``cancel()`` ends
 the loop at once: the model call in flight is abandoned (like a client hang-up: the upstream
 socket closes, only what was produced is billed) and a waiting tool or retry delay is cancelled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,6 +25,8 @@ from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.internet.task import deferLater
 
 from gateway.assistant import tool_set as ts
+from gateway.assistant.streamed_answer import DeltaHandler
+from gateway.assistant.text_deltas import TextDeltas
 from gateway.billing.money import format_nanos
 from gateway.errors import GatewayError
 from gateway.v1.internal_call import ChatAnswer
@@ -42,7 +47,12 @@ class ModelCall(Protocol):
     def cancel(self) -> None: ...
 
 
-ModelCaller = Callable[[dict[str, Any]], ModelCall]
+class ModelCaller(Protocol):
+    """Makes one round's model call; with ``on_delta`` a streamed one that reports content
+    deltas as they arrive."""
+
+    def __call__(self, body: dict[str, Any], on_delta: DeltaHandler | None = None
+                 ) -> ModelCall: ...
 
 
 @dataclass(frozen=True)
@@ -50,14 +60,17 @@ class LoopLimits:
     mode: str
     max_rounds: int
     retries: bool
-    #: emit ``text`` events (chat SSE; assistant runs with streaming on)
+    #: emit ``text`` events (chat SSE; assistant runs with streaming on; member transcripts)
     text_events: bool
-    #: ``text`` events carry ``round`` (assistant runs always; chat mode when the upstream did
-    #: not stream, which is always the case for internal calls)
+    #: streamed ``text`` deltas carry ``round`` (run events, §1.10) or not (chat SSE, §1.7);
+    #: a round the upstream did not stream always gets ``{delta, round}``
     text_round: bool = True
+    #: each round is a streamed call whose content deltas are ``text`` events as they come
+    stream: bool = False
 
 
-CHAT_LIMITS = LoopLimits(mode="chat", max_rounds=8, retries=False, text_events=True)
+CHAT_LIMITS = LoopLimits(mode="chat", max_rounds=8, retries=False, text_events=True,
+                         text_round=False)
 
 
 class LoopFailed(Exception):
@@ -114,6 +127,9 @@ class RunLoop:
     messages: list[dict[str, Any]]
     #: model, max_tokens, temperature, reasoning_effort of every round's request
     model_options: dict[str, Any]
+    #: the real reactor: streamed deltas of one reactor turn become one event (None: each
+    #: delta is its own event at once)
+    reactor: Any = None
     cost_nanos: int = 0
     details: list[dict[str, Any]] = field(default_factory=list)
     current_round: int = 0
@@ -162,17 +178,14 @@ class RunLoop:
             self.current_round = round_number
             await self.sink.emit("status", {"message": "model_round", "round": round_number,
                                             "mode": self.limits.mode})
-            message = await self._model_round(round_number)
+            message, streamed = await self._model_round(round_number)
             content = message.get("content") or ""
             if not isinstance(content, str):
                 content = ""
             if content:
                 parts.append({"round": round_number, "content": content})
-                if self.limits.text_events:
-                    delta: dict[str, Any] = {"delta": content}
-                    if self.limits.text_round:
-                        delta["round"] = round_number
-                    await self.sink.emit("text", delta)
+                if self.limits.text_events and not streamed:
+                    await self.sink.emit("text", {"delta": content, "round": round_number})
             calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
             if not calls:
                 break
@@ -190,26 +203,38 @@ class RunLoop:
 
     # --- model rounds -----------------------------------------------------------------------
 
-    async def _model_round(self, round_number: int) -> dict[str, Any]:
+    async def _model_round(self, round_number: int) -> tuple[dict[str, Any], bool]:
+        """The round's assistant message, and whether its text already went out as deltas."""
         body = {**self.model_options, "messages": self.messages}
         if len(self.tools):
             body["tools"] = self.tools.specs()
         attempt = 0
+        streamed_text = False
         while True:
             self._check()  # a stop may have come while the last event was written
-            call = self.call_model(body)
+            deltas: TextDeltas | None = None
+            if self.limits.stream:
+                deltas = TextDeltas(self.sink, round_number, with_round=self.limits.text_round,
+                                    reactor=self.reactor)
+                call = self.call_model(body, deltas.add)
+            else:
+                call = self.call_model(body)
             self._model_call = call
             try:
                 answer = await call.answer()
             finally:
                 self._model_call = None
+                if deltas is not None:
+                    await deltas.close(drop=self._cancelled)
             self.cost_nanos += answer.cost_nanos
             self._check()
+            streamed_text = streamed_text or (deltas is not None and deltas.received > 0)
             if answer.error is None and answer.body is not None:
-                return _first_message(answer.body)
+                return _first_message(answer.body), answer.streamed
             error = answer.error or GatewayError(502, "Failed to parse upstream response",
                                                   type="upstream_error")
-            if not (self.limits.retries and retryable(error) and attempt < MAX_RETRIES):
+            if not (self.limits.retries and retryable(error) and attempt < MAX_RETRIES
+                    and not streamed_text):
                 raise LoopFailed(error.message, error.status)
             attempt += 1
             await self.sink.emit("status", {

@@ -32,6 +32,7 @@ from gateway.assistant.conversation_setup import (
 from gateway.assistant.event_batcher import EventBatcher
 from gateway.assistant.ids import RUN, random_id
 from gateway.assistant.mcp_tools import McpClientFactory, McpUnavailable
+from gateway.assistant.model_calls import ModelCalls
 from gateway.assistant.preparation import Prepared
 from gateway.assistant.record_views import run_view, session_view
 from gateway.assistant.run_loop import (
@@ -58,7 +59,6 @@ from gateway.store.assistant.sessions import (
 )
 from gateway.store.connector_tasks import active_for_run
 from gateway.store.pool import DBRunner
-from gateway.v1.internal_call import InternalChat
 
 log = Logger()
 
@@ -184,8 +184,8 @@ class RunService:
     def settings(self) -> RunSettings:
         return RunSettings.read(self.ctx.settings)
 
-    def model_caller(self, user_id: int) -> Any:
-        return lambda body: InternalChat(self.ctx, user_id, body)
+    def model_caller(self, user_id: int) -> ModelCaller:
+        return ModelCalls(self.ctx, user_id)
 
     # --- events ---------------------------------------------------------------------------
 
@@ -275,11 +275,12 @@ class RunService:
             if worker.stopped:
                 return
             request = prepared.request
+            streamed = request.stream or prepared.agent_stream  # [P-8]
             worker.loop = RunLoop(
                 limits=LoopLimits(mode=request.mode, max_rounds=ASSISTANT_ROUNDS, retries=True,
-                                  text_events=request.stream or prepared.agent_stream),
+                                  text_events=streamed, stream=streamed),
                 call_model=self.model_caller(user_id), tools=tools,
-                sink=worker.sink, clock=self.ctx.clock,
+                sink=worker.sink, clock=self.ctx.clock, reactor=self.ctx.reactor,
                 messages=first_messages(prepared, tools, connector),
                 model_options=request.model_options(prepared.model))
             if worker.stopped:

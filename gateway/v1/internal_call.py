@@ -10,12 +10,18 @@ module runs the very same ``TextCall`` with two narrow substitutions and nothing
 - the "request" is an in-memory ``InternalRequest`` that collects the answer, and the error
   exit records the ``GatewayError`` instead of rendering it.
 
+``InternalStreamedChat`` is the same call with ``"stream": true``: the gateway's own streaming
+path (failover before the first byte, held headers, exactly-once settlement with the streamed
+usage, a hang-up that ends the upstream at once) writes the OpenAI chat SSE into a
+``StreamedInternalRequest``, which hands each write to the caller as it happens.
+
 The settled record's cost is kept, so a run's cost is the exact sum of its calls' costs.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,16 +121,77 @@ class _InternalTextCall(TextCall):
         ctx.settler.settle_and_forget(self.reservation, record)
 
 
+class StreamedInternalRequest(InternalRequest):
+    """An ``InternalRequest`` a streamed ``TextCall`` can write to: it is a "connected client"
+    for the ``StreamWriter`` (a channel, a producer slot, one ``notifyFinish`` Deferred per
+    caller as twisted.web gives), and once the answer is an event stream every write goes to
+    ``on_stream`` at once instead of being collected."""
+
+    def __init__(self, body: bytes, on_stream: Callable[[bytes], None]) -> None:
+        super().__init__(body)
+        self.channel: object | None = self
+        self.producer: Any = None
+        self._on_stream = on_stream
+        self._watchers: list[Deferred[None]] = []
+        self._abandoned = False
+
+    @property
+    def streamed(self) -> bool:
+        """The gateway answered with an event stream (not a JSON body or an error)."""
+        kind = self.responseHeaders.getRawHeaders(b"content-type") or [b""]
+        return kind[-1].startswith(b"text/event-stream")
+
+    def notifyFinish(self) -> Deferred[None]:
+        watcher: Deferred[None] = Deferred()
+        if self.finished:
+            watcher.callback(None)
+        elif self._abandoned:
+            watcher.errback(Failure(ConnectionDone("the assistant run was stopped")))
+        else:
+            self._watchers.append(watcher)
+        return watcher
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
+        self.producer = producer
+
+    def unregisterProducer(self) -> None:
+        self.producer = None
+
+    def write(self, data: bytes) -> None:
+        if self.streamed:
+            self._on_stream(data)
+        else:
+            super().write(data)
+
+    def finish(self) -> None:
+        super().finish()
+        watchers, self._watchers = self._watchers, []
+        for watcher in watchers:
+            watcher.callback(None)
+
+    def abandon(self) -> None:
+        if self._abandoned or self.finished:
+            return
+        self._abandoned = True
+        self.channel = None
+        watchers, self._watchers = self._watchers, []
+        for watcher in watchers:
+            watcher.errback(Failure(ConnectionDone("the assistant run was stopped")))
+
+
 @dataclass(frozen=True)
 class ChatAnswer:
     """What one internal call produced: the OpenAI chat answer (None on error), the error
-    (status + message as the gateway would have answered), and the cost settled for it."""
+    (status + message as the gateway would have answered), and the cost settled for it.
+    ``streamed``: the answer went to the caller's stream reader as SSE (``body`` is None then;
+    the reader assembles it)."""
 
     status: int
     body: dict[str, Any] | None
     error: GatewayError | None
     cost_nanos: int
     request_id: str
+    streamed: bool = False
 
 
 class InternalChat:
@@ -137,22 +204,49 @@ class InternalChat:
 
     async def answer(self) -> ChatAnswer:
         await self._call.run()
-        call, request = self._call, self._request
-        if call.error is None and request.code >= 400:
-            call.error = errors.upstream_failed(request.code)
-        body: dict[str, Any] | None = None
-        if call.error is None:
-            try:
-                parsed = orjson.loads(b"".join(request.written))
-            except orjson.JSONDecodeError:
-                parsed = None
-            if isinstance(parsed, dict):
-                body = parsed
-            else:
-                call.error = GatewayError(502, "Failed to parse upstream response",
-                                          type="upstream_error")
-        status = call.error.status if call.error is not None else request.code
-        return ChatAnswer(status, body, call.error, call.cost_nanos, call.log.request_id)
+        return _collected(self._call, self._request)
 
     def cancel(self) -> None:
         self._request.abandon()
+
+
+class InternalStreamedChat:
+    """One internal chat completion with ``"stream": true``; the SSE the gateway writes goes to
+    ``on_stream`` as it is written.  ``cancel()`` ends it like a client hang-up (the upstream
+    closes at once; what was delivered is billed, once)."""
+
+    def __init__(self, ctx: GatewayContext, user_id: int, body: dict[str, Any],
+                 on_stream: Callable[[bytes], None]) -> None:
+        payload = {**body, "stream": True}
+        self._request = StreamedInternalRequest(orjson.dumps(payload), on_stream)
+        self._call = _InternalTextCall(ctx, self._request, user_id)
+
+    async def answer(self) -> ChatAnswer:
+        await self._call.run()
+        call, request = self._call, self._request
+        if not request.streamed:
+            return _collected(call, request)  # an error, or an upstream that did not stream
+        return ChatAnswer(request.code, None, call.error, call.cost_nanos, call.log.request_id,
+                          streamed=True)
+
+    def cancel(self) -> None:
+        self._request.abandon()
+
+
+def _collected(call: _InternalTextCall, request: InternalRequest) -> ChatAnswer:
+    """The answer of a call whose response was collected whole (a JSON body or an error)."""
+    if call.error is None and request.code >= 400:
+        call.error = errors.upstream_failed(request.code)
+    body: dict[str, Any] | None = None
+    if call.error is None:
+        try:
+            parsed = orjson.loads(b"".join(request.written))
+        except orjson.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            body = parsed
+        else:
+            call.error = GatewayError(502, "Failed to parse upstream response",
+                                      type="upstream_error")
+    status = call.error.status if call.error is not None else request.code
+    return ChatAnswer(status, body, call.error, call.cost_nanos, call.log.request_id)

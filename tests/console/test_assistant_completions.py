@@ -20,7 +20,7 @@ from gateway.store import connector_tasks, devices, schema
 from gateway.store.assistant.runs import create_run
 from gateway.store.assistant.sessions import save_session
 from tests.gateway.gateway_case import GatewayTestCase
-from tests.support.tool_upstream import HANG, ToolUpstream, failure, tool_call
+from tests.support.tool_upstream import HANG, ToolUpstream, failure, tool_call, words
 
 COMPLETIONS = "/api/user/advanced-chat/completions"
 SKILL_BODY = "Always answer in haiku."
@@ -126,15 +126,20 @@ class ChatModeTests(AssistantCase):
         assert answer.header("x-accel-buffering") == "no"
         assert b"\nid:" not in answer.body and not answer.body.startswith(b"id:")
         events = sse_events(answer.body)
+        # the model rounds are streamed: one ``{"delta"}`` event per streamed chunk (§1.7)
+        final = f"Done: {SKILL_BODY}"
         assert [name for name, _ in events] == [
-            "status", "status", "status", "tool_call", "tool_call", "status", "text", "done"]
+            "status", "status", "status", "tool_call", "tool_call", "status",
+            *["text"] * len(words(final)), "done"]
         assert [data for name, data in events if name == "status"] == [
             {"message": "stream_started"}, {"message": "loading_tools"},
             {"message": "model_round", "round": 1, "mode": "chat"},
             {"message": "model_round", "round": 2, "mode": "chat"}]
         assert events[3][1]["status"] == "running" and events[4][1]["status"] == "ok"
-        assert events[6][1] == {"delta": f"Done: {SKILL_BODY}", "round": 2}
-        assert events[7][1]["message"]["content"] == f"Done: {SKILL_BODY}"
+        assert [data for name, data in events if name == "text"] == [
+            {"delta": word} for word in words(final)]
+        assert events[-1][1]["message"]["content"] == final
+        assert events[-1][1]["message"]["content_parts"] == [{"round": 2, "content": final}]
 
     async def test_unknown_tool_and_bad_arguments_get_their_statuses(self) -> None:
         await self.provision()

@@ -6,10 +6,18 @@
 the queue is empty the upstream answers ``Done: <last tool result>`` (or ``Done.``).  Usage is
 reported exactly (prompt = whitespace-separated words of the request's texts, completion = 5),
 so tests can check costs to the nano-unit.  Every request body is recorded.
+
+A request with ``"stream": true`` gets the answer as OpenAI chat SSE, as a real upstream sends
+it: a role chunk, the content one word per chunk, each tool call's id and name in its first
+fragment and its arguments in ``ARGUMENT_PIECES`` fragments, a finish chunk, the usage chunk
+when ``stream_options.include_usage`` asks, and ``[DONE]`` -- one chunk every ``chunk_delay``
+seconds (real time, so each arrives in its own read).  ``stalled(text)`` streams ``text`` and
+then hangs mid-stream (a stop's target).
 """
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Any
 
@@ -21,6 +29,8 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 HANG = "hang"
 COMPLETION_TOKENS = 5
+#: a streamed tool call's arguments arrive in this many fragments
+ARGUMENT_PIECES = 3
 
 
 def text(content: str) -> dict[str, Any]:
@@ -36,6 +46,21 @@ def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str = "call_1
 
 def failure(status: int) -> dict[str, Any]:
     return {"status": status}
+
+
+def stalled(content: str) -> dict[str, Any]:
+    """Streamed: ``content`` arrives, then the stream hangs (no finish, no ``[DONE]``)."""
+    return {"content": content, "stall": True}
+
+
+def words(content: str) -> list[str]:
+    """``content`` cut as the streamed chunks carry it (each word with its trailing space)."""
+    return re.findall(r"\S+\s*|\s+", content)
+
+
+def pieces(text: str, count: int) -> list[str]:
+    size = max(1, -(-len(text) // count))
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -57,6 +82,9 @@ class ToolUpstream(Resource):
         self.hanging: list[Any] = []
         self.hanging_bodies: list[dict[str, Any]] = []
         self.hung = Deferred[None]()
+        #: fires when a ``stalled`` answer has sent its text
+        self.stalled = Deferred[None]()
+        self.chunk_delay = 0.005
         self._port: Any = None
 
     @classmethod
@@ -89,13 +117,70 @@ class ToolUpstream(Resource):
             if not self.hung.called:
                 self.hung.callback(None)
             return NOT_DONE_YET
+        if body.get("stream") is True and not (answer is not None and "status" in answer):
+            self._stream(request, body, answer)
+            return NOT_DONE_YET
         return self._answer(request, body, answer)
 
     def release(self, answer: Any = None) -> None:
         """Answer the oldest hanging request now (``None``: the default answer)."""
         request, body = self.hanging.pop(0), self.hanging_bodies.pop(0)
+        if body.get("stream") is True and not (answer is not None and "status" in answer):
+            self._stream(request, body, answer)
+            return
         request.write(self._answer(request, body, answer))
         request.finish()
+
+    def _default(self, body: dict[str, Any]) -> dict[str, Any]:
+        last_tool = [m for m in body.get("messages", []) if m.get("role") == "tool"]
+        return text(f"Done: {last_tool[-1]['content']}" if last_tool else "Done.")
+
+    def _stream(self, request: Any, body: dict[str, Any], answer: Any) -> None:
+        request.setHeader(b"content-type", b"text/event-stream")
+        answer = answer or self._default(body)
+        head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                "model": body.get("model")}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            return b"data: " + orjson.dumps({**head, "choices": [
+                {"index": 0, "delta": delta, "finish_reason": finish}]}) + b"\n\n"
+
+        frames = [chunk({"role": "assistant", "content": ""})]
+        frames += [chunk({"content": word}) for word in words(answer.get("content") or "")]
+        for index, call in enumerate(answer.get("tool_calls") or []):
+            function = call["function"]
+            for number, argument in enumerate(pieces(function["arguments"], ARGUMENT_PIECES)):
+                fragment: dict[str, Any] = {"index": index, "function": {"arguments": argument}}
+                if number == 0:
+                    fragment.update(id=call["id"], type="function")
+                    fragment["function"]["name"] = function["name"]
+                frames.append(chunk({"tool_calls": [fragment]}))
+        if answer.get("stall"):
+            self.hanging.append(request)
+            self.hanging_bodies.append(body)
+        else:
+            frames.append(chunk({}, "tool_calls" if answer.get("tool_calls") else "stop"))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                usage = {"prompt_tokens": prompt_tokens(body),
+                         "completion_tokens": COMPLETION_TOKENS,
+                         "total_tokens": prompt_tokens(body) + COMPLETION_TOKENS}
+                frames.append(b"data: " + orjson.dumps({**head, "choices": [], "usage": usage})
+                              + b"\n\n")
+            frames.append(b"data: [DONE]\n\n")
+        self._send(request, frames, bool(answer.get("stall")))
+
+    def _send(self, request: Any, frames: list[bytes], stall: bool) -> None:
+        if getattr(request, "_disconnected", False):
+            return
+        if not frames:
+            if stall:
+                if not self.stalled.called:
+                    self.stalled.callback(None)
+            else:
+                request.finish()
+            return
+        request.write(frames[0])
+        reactor.callLater(self.chunk_delay, self._send, request, frames[1:], stall)
 
     def _answer(self, request: Any, body: dict[str, Any], answer: Any) -> bytes:
         request.setHeader(b"content-type", b"application/json")
@@ -103,8 +188,7 @@ class ToolUpstream(Resource):
             request.setResponseCode(answer["status"])
             return orjson.dumps({"error": {"message": "scripted failure", "type": "x"}})
         if answer is None:
-            last_tool = [m for m in body.get("messages", []) if m.get("role") == "tool"]
-            answer = text(f"Done: {last_tool[-1]['content']}" if last_tool else "Done.")
+            answer = self._default(body)
         message = {"role": "assistant", **answer}
         return orjson.dumps({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
