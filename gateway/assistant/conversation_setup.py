@@ -34,7 +34,7 @@ async def build_tools(prepared: Prepared, mcp: McpClientFactory | None,
     team = prepared.team
     if team is not None and team.intake:
         return tools  # §4.16: the intake desk gets only the intake tools (added by the studio)
-    tools.extend(await mcp_tools(prepared.servers, _through_device(mcp, connector)))
+    tools.extend(await mcp_tools(prepared.servers, through_device(mcp, connector)))
     if connector is not None:
         tools.extend(tool for tool in connector.tools(prepared.connector_switches)
                      if team is None or tool.name in CHIEF_CONNECTOR_TOOLS)
@@ -47,7 +47,7 @@ async def build_tools(prepared: Prepared, mcp: McpClientFactory | None,
     return tools.filtered(prepared.request.disabled_tool_groups, prepared.agent_tools)
 
 
-def _through_device(mcp: McpClientFactory | None,
+def through_device(mcp: McpClientFactory | None,
                     connector: ConnectorTools | None) -> McpClientFactory | None:
     """``connector``-type servers go through the run's device when it has one (§1.3)."""
     if connector is None or mcp is None:

@@ -21,6 +21,7 @@ from typing import Any
 from twisted.internet.defer import CancelledError
 
 from gateway.assistant.builtin_tools import SkillBody, skill_tool
+from gateway.assistant.conversation_setup import through_device
 from gateway.assistant.ids import AGENT_TASK, random_id
 from gateway.assistant.mcp_tools import McpUnavailable, mcp_tools
 from gateway.assistant.run_loop import LoopCancelled, LoopFailed
@@ -83,11 +84,13 @@ class Delegation:
         return member
 
     async def _member_tools(self, member: Member) -> ToolSet:
-        """What a member executes with: its MCP servers' tools and skills, the run's device or
-        sandbox tools (under the run's approval rules and approver) and ``agent_split``."""
+        """What a member executes with: its MCP servers' tools (``connector``-type ones on the
+        run's device, as the chief's would be, §1.3) and skills, the run's device or sandbox
+        tools (under the run's approval rules and approver) and ``agent_split``."""
         tools = ToolSet()
+        servers = through_device(self.hooked.mcp, self.hooked.connector)
         try:
-            tools.extend(await mcp_tools(member.servers, self.hooked.mcp))
+            tools.extend(await mcp_tools(member.servers, servers))
         except McpUnavailable as exc:
             raise ToolFailed(f"{FAILED}{exc}") from None
         skill = skill_tool(SkillBody(s.key, s.name, s.description, s.content)
