@@ -1,7 +1,8 @@
 """Saves a session draft in one transaction, checking in the contract's order (§1.6):
-agent, skills, knowledge bases, MCP servers, then ``late_checks``, then the cloud sandbox
-(the user's, ``ready``, on an enabled host: 400 ``Cloud sandbox is unavailable``; its host
-need not be online to save), then the store's 409s.
+agent, skills, knowledge bases, MCP servers, then ``late_checks``, then the connector device
+(it must exist and be the user's: 400 ``connector device not found``; it need not be online to
+save, §2.5), then the cloud sandbox (the user's, ``ready``, on an enabled host: 400 ``Cloud
+sandbox is unavailable``; its host need not be online to save), then the store's 409s.
 
 The agent's skill, MCP server and knowledge base ids are merged into the session's (agent's
 first, order kept, no duplicates).
@@ -15,12 +16,15 @@ from typing import Any
 
 from console.services.assistant.session_input import SessionDraft, Switches, late_checks
 from gateway.assistant.sandbox_binding import SandboxUnavailable, usable_sandbox
+from gateway.store import devices
 from gateway.store.assistant import agents
 from gateway.store.assistant.references import check_skills
 from gateway.store.assistant.refused import invalid
 from gateway.store.assistant.sessions import StoredSession, save_session
 from gateway.store.assistant.user_settings import custom_servers
 from gateway.store.connection import Connection
+
+DEVICE_NOT_FOUND = "connector device not found"
 
 
 def _merged(first: Iterable[str], then: Iterable[str]) -> list[str]:
@@ -63,6 +67,9 @@ def save_draft(conn: Connection, user_id: int, draft: SessionDraft, body: dict[s
                ) -> StoredSession:
     check_references(conn, user_id, draft, builtin, switches, now)
     late_checks(draft, body, switches)
+    device_id = draft.values["connector_device_id"]
+    if device_id and devices.get_for_user(conn, user_id, device_id) is None:
+        raise invalid(DEVICE_NOT_FOUND)
     if draft.values["cloud_sandbox_id"]:
         try:
             usable_sandbox(conn, user_id, draft.values["cloud_sandbox_id"])

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.store import schema
+from sqlalchemy import select
+
+from gateway.store import devices, schema
 from gateway.store.assistant import runs
 from tests.console.assistant.assistant_case import AssistantCase
 
@@ -173,7 +175,23 @@ class SessionRouteTests(AssistantCase):
 
 
 class SessionConnectorFieldTests(AssistantCase):
+    async def device(self, device_id: str, username: str = "alice") -> None:
+        """A device row of ``username``: never linked, so offline (saving needs no more)."""
+        if not self.alice:
+            await self.users()
+        now = self.ctx.now()
+
+        def create(conn: Any) -> None:
+            user_id = conn.execute(select(schema.users.c.id).where(
+                schema.users.c.username == username)).scalar_one()
+            devices.create(conn, device_id=device_id, user_id=user_id, name=device_id,
+                           remark="", mode="platform", listen_port=0, token_hash=device_id * 4,
+                           hidden=False, now=now)
+
+        await self.ctx.db.transaction(create)
+
     async def test_approval_modes_and_prefixes(self) -> None:
+        await self.device("acd-1")
         legacy = await self.ok("PUT", "/sessions/a", {
             "run_mode": "assistant", "connector_device_id": "acd-1",
             "connector_workspace_path": "repo", "connector_auto_approve": True,
@@ -194,6 +212,31 @@ class SessionConnectorFieldTests(AssistantCase):
         chat = await self.ok("PUT", "/sessions/d", {
             "connector_device_id": "acd-1", "connector_approval_mode": "full_access"})
         assert chat["connector_device_id"] == "" and chat["connector_approval_mode"] == "manual"
+
+    async def test_a_saved_device_must_exist_and_be_the_users(self) -> None:
+        """§2.5: saving a session only requires that the device exists (offline is fine);
+        a missing or another user's device is 400 ``connector device not found`` (§1.6) and
+        nothing is written."""
+        await self.device("acd-mine")
+        await self.device("acd-bobs", "bob")
+        body = {"run_mode": "assistant", "connector_workspace_path": "/srv/repo"}
+        for device_id in ("acd-nope", "acd-bobs"):
+            for method, path in (("POST", "/sessions"), ("PUT", "/sessions/s1")):
+                await self.refused_with(method, path, {**body, "id": "s1",
+                                                       "connector_device_id": device_id},
+                                        400, "connector device not found", tables=TABLES)
+        saved = await self.ok("PUT", "/sessions/s1", {**body, "connector_device_id": "acd-mine"})
+        assert saved["connector_device_id"] == "acd-mine"
+        assert saved["connector_workspace_path"] == "/srv/repo"
+        # the path length is checked first, whatever the device
+        await self.refused_with("PUT", "/sessions/s1", {
+            **body, "connector_device_id": "acd-nope",
+            "connector_workspace_path": "/" + "w" * 1000}, 400, "workspace path is too long",
+            tables=TABLES)
+        await self.refused_with("PUT", "/sessions/s1", {**body, "connector_device_id": "acd-bobs"},
+                                400, "connector device not found", tables=TABLES)
+        # the stored session kept its device
+        assert (await self.ok("GET", "/sessions/s1"))["connector_device_id"] == "acd-mine"
 
     async def test_internal_studio_sessions_are_immutable(self) -> None:
         await self.ok("PUT", "/sessions/pcw-1", {"title": "internal"})
