@@ -172,6 +172,12 @@ class RunStreamingTests(AssistantCase):
         await self.verify_ledger()
 
 
+class RunStreamingPostgresTests(RunStreamingTests):
+    """The same streamed runs on PostgreSQL (text events in group commits, settlement)."""
+
+    backend = "postgresql"
+
+
 class _Recorded:
     def __init__(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
