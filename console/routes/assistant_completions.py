@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.logger import Logger
 
 from console.context import ConsoleContext
@@ -91,10 +91,10 @@ class CompletionRoutes:
             return await self._stream(request, chat)
         request.notifyFinish().addErrback(lambda _f: chat.cancel())
         try:
-            result = await chat.run(_Quiet())
+            result = await chat.guarded(_Quiet())
         except LoopFailed as failure:
             return write_json(request, failure.status, {"error": failure.message})
-        except LoopCancelled:
+        except (LoopCancelled, CancelledError):
             return b""
         return write_json(request, 200, result)
 
@@ -111,11 +111,11 @@ class CompletionRoutes:
             request.setHeader(name, value)
         await sink.emit("status", {"message": "stream_started"})
         try:
-            result = await chat.run(sink)
+            result = await chat.guarded(sink)
         except LoopFailed as failure:
             await sink.emit("error", {"error": failure.message})
             return b""
-        except LoopCancelled:
+        except (LoopCancelled, CancelledError):
             return b""
         except Exception:
             log.failure("chat completion stream failed")

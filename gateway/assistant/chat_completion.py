@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.python.failure import Failure
+
 from gateway.assistant.conversation_setup import (
     build_tools,
     first_messages,
@@ -48,6 +51,26 @@ class ChatCompletion:
         await self.ctx.db.transaction(lambda conn: save_session(
             conn, self.user_id, request.session_id, session_columns(self.prepared), messages,
             now))
+
+    def guarded(self, sink: EventSink) -> Deferred[dict[str, Any]]:
+        """``run(sink)`` for a web route.  Cancelling the result -- Klein does when the client
+        hangs up -- goes through ``cancel()``: the model call in flight is abandoned like a
+        client hang-up (its upstream closed at once, what was delivered settled once) rather
+        than a ``CancelledError`` thrown into the gateway call's relay, which would leave the
+        upstream streaming to nobody.  The cancelled result fails with ``CancelledError``."""
+        guard: Deferred[dict[str, Any]] = Deferred(lambda _d: self.cancel())
+
+        def relay(result: Any) -> None:
+            if guard.called:
+                return None  # cancelled first: the loop's own end is not news
+            if isinstance(result, Failure):
+                guard.errback(result)
+            else:
+                guard.callback(result)
+            return None
+
+        ensureDeferred(self.run(sink)).addBoth(relay)
+        return guard
 
     async def run(self, sink: EventSink) -> dict[str, Any]:
         """The completion result; ``LoopFailed`` (with the answer's status) on failure."""

@@ -9,6 +9,7 @@ compares the answer's cost with the usage-log rows, so streaming cannot bypass s
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import orjson
@@ -23,7 +24,29 @@ from tests.console.test_assistant_completions import (
     cost_nanos,
     sse_events,
 )
-from tests.support.tool_upstream import failure, stalled, text, tool_call, words
+from tests.support.tool_upstream import broken, failure, stalled, text, tool_call, words
+
+
+def read_then_hang_up(port: int, token: str, body: dict[str, Any], texts: int) -> bytes:
+    """A raw HTTP client in a thread: POST a streamed chat completion, read until ``texts``
+    ``text`` events arrived, then close the socket (a browser tab closed mid-answer)."""
+    payload = orjson.dumps(body)
+    request = (b"POST /api/user/advanced-chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               b"Authorization: Bearer " + token.encode() + b"\r\n"
+               b"Content-Type: application/json\r\nContent-Length: "
+               + str(len(payload)).encode() + b"\r\nConnection: close\r\n\r\n" + payload)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    data = b""
+    try:
+        sock.sendall(request)
+        while data.count(b"event: text\n") < texts:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        sock.close()
+    return data
 
 
 class ChatStreamingTests(AssistantCase):
@@ -49,6 +72,33 @@ class ChatStreamingTests(AssistantCase):
         rows = await self.usage_rows()
         assert len(rows) == 1 and rows[0]["is_stream"]
         assert cost_nanos(done["cost"]) == rows[0]["cost_nanos"] > 0
+        await self.verify_ledger()
+
+    async def test_a_client_hang_up_mid_stream_ends_the_upstream_and_bills_once(self) -> None:
+        await self.provision()
+        long_answer = " ".join(f"word{n}" for n in range(200))
+        self.upstream.chunk_delay = 0.02  # about 4 s of stream: the client leaves early
+        self.upstream.script(text(long_answer))
+        body = {"model": "gpt-fake", "messages": [{"role": "user", "content": "x"}],
+                "stream": True}
+        received = await self.in_thread(read_then_hang_up, self.port.getHost().port,
+                                        self.user_token, body, 2)
+        assert b'event: text\ndata: {"delta":"word0 "}\n\n' in received
+        [upstream] = self.upstream.streams
+        for _ in range(500):  # the next write finds the client gone
+            if getattr(upstream, "_disconnected", False):
+                break
+            await deferLater(reactor, 0.02, lambda: None)
+        assert upstream._disconnected and not upstream.finished  # closed mid-stream
+        for _ in range(500):
+            rows = await self.usage_rows()
+            if rows:
+                break
+            await deferLater(reactor, 0.02, lambda: None)
+        await deferLater(reactor, 0.1, lambda: None)
+        rows = await self.usage_rows()
+        assert len(rows) == 1, rows  # settled once, for what was delivered
+        assert 0 < rows[0]["output_tokens"] < 200 and rows[0]["cost_nanos"] > 0
         await self.verify_ledger()
 
     async def test_tool_calls_split_across_chunks_run_with_their_merged_arguments(self) -> None:
@@ -134,6 +184,26 @@ class RunStreamingTests(AssistantCase):
             "after the retry"
         rows = await self.usage_rows()
         assert cost_nanos(finished["cost"]) == sum(r["cost_nanos"] for r in rows) > 0
+
+    async def test_a_failure_after_streamed_text_fails_the_run_without_a_retry(self) -> None:
+        """§1.8 step 7: retries only while no text has been streamed -- the error is one a
+        retry would otherwise follow (``Upstream request failed``)."""
+        await self.provision()
+        self.upstream.script(broken("some words ", "Upstream request failed"))
+        started = await self.complete({"messages": [{"role": "user", "content": "x"}],
+                                       "mode": "assistant", "stream": True})
+        finished = await self.wait_for_run(started.json()["run"]["id"])
+        assert (finished["status"], finished["error_message"]) == (
+            "failed", "Upstream request failed"), finished
+        events = await self.events(finished["id"])
+        assert not any(e["payload"].get("message") == "retrying" for e in events)
+        assert "".join(t["delta"] for t in await self.run_text_events(finished["id"])) == \
+            "some words "
+        assert events[-1] == {**events[-1], "event": "error",
+                              "payload": {"error": "Upstream request failed"}}
+        assert len(self.upstream.requests) == 1
+        rows = await self.usage_rows()
+        assert len(rows) == 1 and cost_nanos(finished["cost"]) == rows[0]["cost_nanos"]
 
     async def test_stop_mid_stream_ends_the_upstream_and_settles_once(self) -> None:
         await self.provision()

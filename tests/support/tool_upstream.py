@@ -12,7 +12,8 @@ it: a role chunk, the content one word per chunk, each tool call's id and name i
 fragment and its arguments in ``ARGUMENT_PIECES`` fragments, a finish chunk, the usage chunk
 when ``stream_options.include_usage`` asks, and ``[DONE]`` -- one chunk every ``chunk_delay``
 seconds (real time, so each arrives in its own read).  ``stalled(text)`` streams ``text`` and
-then hangs mid-stream (a stop's target).
+then hangs mid-stream (a stop's target); ``broken(text, message)`` streams ``text`` and then an
+in-stream ``{"error": …}`` chunk and ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def stalled(content: str) -> dict[str, Any]:
     return {"content": content, "stall": True}
 
 
+def broken(content: str, message: str) -> dict[str, Any]:
+    """Streamed: ``content`` arrives, then an error chunk with ``message`` ends the stream."""
+    return {"content": content, "stream_error": message}
+
+
 def words(content: str) -> list[str]:
     """``content`` cut as the streamed chunks carry it (each word with its trailing space)."""
     return re.findall(r"\S+\s*|\s+", content)
@@ -84,6 +90,8 @@ class ToolUpstream(Resource):
         self.hung = Deferred[None]()
         #: fires when a ``stalled`` answer has sent its text
         self.stalled = Deferred[None]()
+        #: every streamed answer's request, in order
+        self.streams: list[Any] = []
         self.chunk_delay = 0.005
         self._port: Any = None
 
@@ -136,6 +144,7 @@ class ToolUpstream(Resource):
         return text(f"Done: {last_tool[-1]['content']}" if last_tool else "Done.")
 
     def _stream(self, request: Any, body: dict[str, Any], answer: Any) -> None:
+        self.streams.append(request)
         request.setHeader(b"content-type", b"text/event-stream")
         answer = answer or self._default(body)
         head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
@@ -158,6 +167,10 @@ class ToolUpstream(Resource):
         if answer.get("stall"):
             self.hanging.append(request)
             self.hanging_bodies.append(body)
+        elif answer.get("stream_error"):
+            error = {"message": answer["stream_error"], "type": "upstream_error"}
+            frames += [b"data: " + orjson.dumps({"error": error}) + b"\n\n",
+                       b"data: [DONE]\n\n"]
         else:
             frames.append(chunk({}, "tool_calls" if answer.get("tool_calls") else "stop"))
             if (body.get("stream_options") or {}).get("include_usage"):
