@@ -154,6 +154,10 @@ def _device(conn: Connection, user_id: int, request: CompletionRequest,
         raise invalid("connector device not found")
     if not device.online_at(now):
         raise invalid("connector device is offline")
+    if not request.connector_workspace_path:
+        # [P-22]: a web session's device needs a workspace (unrestricted mode is for
+        # non-web channels only)
+        raise invalid("Workspace path is required")
     if request.connector_approval_mode == "assistant":
         checker = user_settings(conn, user_id, now).connector_approval_agent_id
         if not checker:

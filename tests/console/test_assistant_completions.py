@@ -554,12 +554,20 @@ class ConnectorToolTests(AssistantCase):
             answer = await self.complete({**base, **extra})
             assert (answer.status, answer.json()["error"]) == (400, message), answer
         device_id = await self.linked_device()
+        # [P-22]: a web session that selects a device names its workspace
+        answer = await self.complete({**base, "connector_device_id": device_id})
+        assert (answer.status, answer.json()["error"]) == (400, "Workspace path is required")
+        runs = await self.ctx.db.transaction(lambda conn: conn.execute(
+            select(schema.assistant_runs.c.id)).all())
+        assert runs == []  # refused before anything was written
         answer = await self.complete({**base, "connector_device_id": device_id,
+                                      "connector_workspace_path": "/w",
                                       "connector_approval_mode": "assistant"})
         assert (answer.status, answer.json()["error"]) == (
             400, "approval agent is not configured")
         self.clock.advance(61)  # no heartbeat for a minute: offline
-        answer = await self.complete({**base, "connector_device_id": device_id})
+        answer = await self.complete({**base, "connector_device_id": device_id,
+                                      "connector_workspace_path": "/w"})
         assert (answer.status, answer.json()["error"]) == (400, "connector device is offline")
 
 

@@ -1,7 +1,8 @@
 """Saves a session draft in one transaction, checking in the contract's order (§1.6):
 agent, skills, knowledge bases, MCP servers, then ``late_checks``, then the connector device
 (it must exist and be the user's: 400 ``connector device not found``; it need not be online to
-save, §2.5), then the cloud sandbox (the user's, ``ready``, on an enabled host: 400 ``Cloud
+save, §2.5; and a web session that selects one must name a workspace, [P-22]: 400 ``Workspace
+path is required``), then the cloud sandbox (the user's, ``ready``, on an enabled host: 400 ``Cloud
 sandbox is unavailable``; its host need not be online to save), then the store's 409s.
 
 The agent's skill, MCP server and knowledge base ids are merged into the session's (agent's
@@ -25,6 +26,8 @@ from gateway.store.assistant.user_settings import custom_servers
 from gateway.store.connection import Connection
 
 DEVICE_NOT_FOUND = "connector device not found"
+#: [P-22]: unrestricted (workspace-less) device access stays with non-web channels
+WORKSPACE_REQUIRED = "Workspace path is required"
 
 
 def _merged(first: Iterable[str], then: Iterable[str]) -> list[str]:
@@ -70,6 +73,8 @@ def save_draft(conn: Connection, user_id: int, draft: SessionDraft, body: dict[s
     device_id = draft.values["connector_device_id"]
     if device_id and devices.get_for_user(conn, user_id, device_id) is None:
         raise invalid(DEVICE_NOT_FOUND)
+    if device_id and not draft.values["connector_workspace_path"]:
+        raise invalid(WORKSPACE_REQUIRED)
     if draft.values["cloud_sandbox_id"]:
         try:
             usable_sandbox(conn, user_id, draft.values["cloud_sandbox_id"])

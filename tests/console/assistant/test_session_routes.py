@@ -202,6 +202,7 @@ class SessionConnectorFieldTests(AssistantCase):
         assert legacy["connector_workspace_path"] == "repo"
         chosen = await self.ok("PUT", "/sessions/b", {
             "run_mode": "assistant", "connector_device_id": "acd-1",
+            "connector_workspace_path": "/srv/repo",
             "connector_approval_mode": "assistant", "connector_auto_approve": True})
         assert chosen["connector_approval_mode"] == "assistant"
         # §1.6: an unknown sandbox is refused (the forced ``full_access`` of a usable one:
@@ -237,6 +238,22 @@ class SessionConnectorFieldTests(AssistantCase):
                                 400, "connector device not found", tables=TABLES)
         # the stored session kept its device
         assert (await self.ok("GET", "/sessions/s1"))["connector_device_id"] == "acd-mine"
+
+    async def test_a_saved_device_needs_a_workspace(self) -> None:
+        """[P-22]: a web session that selects a device must name a workspace (unrestricted
+        device access is for non-web channels); 400 ``Workspace path is required``, after the
+        device's own checks, and nothing is written."""
+        await self.device("acd-mine")
+        body = {"run_mode": "assistant", "id": "s1", "connector_device_id": "acd-mine"}
+        for method, path in (("POST", "/sessions"), ("PUT", "/sessions/s1")):
+            await self.refused_with(method, path, body, 400, "Workspace path is required",
+                                    tables=TABLES)
+            await self.refused_with(method, path, {**body, "connector_workspace_path": "  "},
+                                    400, "Workspace path is required", tables=TABLES)
+        await self.refused_with("PUT", "/sessions/s1", {**body, "connector_device_id": "acd-no"},
+                                400, "connector device not found", tables=TABLES)
+        saved = await self.ok("PUT", "/sessions/s1", {**body, "connector_workspace_path": "/r"})
+        assert saved["connector_workspace_path"] == "/r"
 
     async def test_internal_studio_sessions_are_immutable(self) -> None:
         await self.ok("PUT", "/sessions/pcw-1", {"title": "internal"})
