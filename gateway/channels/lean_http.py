@@ -69,6 +69,10 @@ class ParseFailure(Exception):
     """The upstream's bytes are not an HTTP/1.1 response (httptools refused them)."""
 
 
+class AnswerAbandoned(Exception):
+    """The caller cancelled a request that was already sent (its connection is closed)."""
+
+
 class ResponseHeaders:
     """The response headers with the read side of ``twisted.web.http_headers.Headers``."""
 
@@ -191,13 +195,18 @@ class _Exchange:
         self.connecting: Deferred[Any] | None = None
 
     def _cancel(self, _: object) -> None:
-        """The caller gave up (first-byte timeout, client gone): close whatever it holds."""
+        """The caller gave up (first-byte timeout, client gone): close whatever it holds.
+        Once the request was sent this fails with ``AnswerAbandoned`` (as Agent fails with
+        ``ResponseNeverReceived``); while connecting, with ``CancelledError``."""
+        conn = self.conn
+        if conn is not None:
+            conn.abort()
+            self.fail(Failure(AnswerAbandoned("the request was cancelled before the answer")))
+            return
         self.done = True
         connecting, self.connecting = self.connecting, None
         if connecting is not None:
             connecting.cancel()
-        if self.conn is not None:
-            self.conn.abort()
 
     def answer(self, response: LeanResponse) -> None:
         if not self.done:
