@@ -308,41 +308,55 @@ class UpstreamClient:
         return self._pool.close()
 
 
-def _clean(value: bytes) -> bytes:
+def _one_line(value: bytes) -> bytes:
     """A header name or value on one line (as ``Headers`` makes it): CR and LF become spaces."""
-    if b"\r" in value or b"\n" in value:
-        return value.replace(b"\r\n", b" ").replace(b"\r", b" ").replace(b"\n", b" ")
-    return value
+    return value.replace(b"\r\n", b" ").replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 def request_bytes(method: bytes, path: bytes, host: bytes,
                   headers: dict[bytes, list[bytes]] | Headers | None, body: bytes | None
                   ) -> bytes:
     """The whole HTTP/1.1 request as Agent would write it: the caller's headers (its own
-    ``Host`` if it gave one), ``Content-Length`` for a body (0 for a body-less PUT/POST)."""
-    lines = [method, b" ", path, b" HTTP/1.1\r\n"]
+    ``Host`` if it gave one), ``Content-Length`` for a body (0 for a body-less PUT/POST).
+
+    A CR or LF inside a header name or value becomes a space (no header injection).  Rather
+    than scanning every value, the head is built as given and its CR and LF counted once: any
+    more than the lines written means a value carried one, and only then is it rebuilt
+    value by value."""
+    head, lines = _head(method, path, host, headers, clean=False)
+    if head.count(b"\n") != lines or head.count(b"\r") != lines:
+        head, lines = _head(method, path, host, headers, clean=True)
+    if body is not None:
+        return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+    if method in (b"POST", b"PUT"):
+        return head + b"Content-Length: 0\r\n\r\n"
+    return head + b"\r\n"
+
+
+def _head(method: bytes, path: bytes, host: bytes,
+          headers: dict[bytes, list[bytes]] | Headers | None, *, clean: bool
+          ) -> tuple[bytes, int]:
+    """The request line and header lines (without the body's framing), and how many."""
+    parts = [method, b" ", path, b" HTTP/1.1\r\n"]
+    lines = 1
     has_host = False
     if headers is not None:
         items = headers.getAllRawHeaders() if isinstance(headers, Headers) else headers.items()
         for name, values in items:
             lower = name.lower()
             if lower == b"content-length":
-                continue  # framed below from the body itself
+                continue  # framed from the body itself
             if lower == b"host":
                 has_host = True
-            name = _clean(name)
+            if clean:
+                name = _one_line(name)
             for value in values:
-                lines += (name, b": ", _clean(value), b"\r\n")
+                parts += (name, b": ", _one_line(value) if clean else value, b"\r\n")
+                lines += 1
     if not has_host:
-        lines += (b"Host: ", host, b"\r\n")
-    if body is not None:
-        lines.append(b"Content-Length: %d\r\n\r\n" % len(body))
-        lines.append(body)
-    elif method in (b"POST", b"PUT"):
-        lines.append(b"Content-Length: 0\r\n\r\n")
-    else:
-        lines.append(b"\r\n")
-    return b"".join(lines)
+        parts += (b"Host: ", host, b"\r\n")
+        lines += 1
+    return b"".join(parts), lines
 
 
 def _describe(failure: Failure) -> str:
