@@ -402,8 +402,12 @@ class UpstreamResponse:
             return
         if self._body is not None:
             raise RuntimeError("the body is already being delivered")
-        self._body = _BodyProtocol(self, sink, self._clock, idle_timeout)
-        self._response.deliverBody(self._body)
+        body = self._body = _BodyProtocol(self, sink, self._clock, idle_timeout)
+        self._response.deliverBody(body)
+        if not body.finished:
+            # a body that was already complete (a JSON answer read with its headers) ends
+            # inside deliverBody: only one still arriving needs the idle timer
+            body.arm()
 
     def read_all(self, limit: int, *, idle_timeout: float = 300) -> Deferred[bytes]:
         """The whole body as bytes; fails with ``BodyTooLarge`` past ``limit`` bytes."""
@@ -451,9 +455,14 @@ class _BodyProtocol(TwistedProtocol):
         self._clock = clock
         self._idle_timeout = idle_timeout
         self._last_data = clock.seconds()
-        self._timer: IDelayedCall | None = clock.callLater(idle_timeout, self._idle_check)
+        self._timer: IDelayedCall | None = None
         self._paused = False
         self.finished = False
+
+    def arm(self) -> None:
+        """Start the idle timer (once the body is known to be still arriving)."""
+        if not self.finished and self._timer is None:
+            self._timer = self._clock.callLater(self._idle_timeout, self._idle_check)
 
     def dataReceived(self, data: bytes) -> None:
         if self.finished:
