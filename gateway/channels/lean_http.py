@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from httptools import HttpParserError, HttpResponseParser
+from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
 from twisted.internet.protocol import ClientFactory, Protocol
@@ -318,7 +318,8 @@ class LeanConnection(Protocol):
         self._heard = True
         try:
             self._parser.feed_data(data)
-        except (HttpParserError, ParseFailure, ValueError) as exc:
+        except (HttpParserError, HttpParserUpgrade, ParseFailure, ValueError) as exc:
+            # HttpParserUpgrade: a 101 nobody asked for
             self._broken(Failure(ParseFailure(f"malformed upstream response: {exc}")))
             return
         exchange = self._exchange

@@ -300,6 +300,8 @@ class LeanClientTests(TestCase):
         answers = {
             b"/status": b"HTTP/1.1 abc Nope\r\n\r\n",
             b"/garbage": b"this is not http\r\n\r\n",
+            b"/upgrade": (b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
+                          b"Upgrade: websocket\r\n\r\n"),
             b"/chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",
             b"/short": b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
         }
@@ -312,7 +314,7 @@ class LeanClientTests(TestCase):
                 reactor.callLater(0.05, proto.transport.write, b"zz\r\nabc\r\n")
 
         server, client, url = self.serve(handle)
-        for path in ("/status", "/garbage"):
+        for path in ("/status", "/garbage", "/upgrade"):
             with self.assertRaises(UpstreamUnavailable):
                 await client.request("POST", url + path, None, b"", first_byte_timeout=5)
         for path in ("/chunk", "/short"):
@@ -320,7 +322,7 @@ class LeanClientTests(TestCase):
             with self.assertRaises(UpstreamBodyFailed):
                 await response.read_all(1 << 20)
         await wait_for(lambda: server.open_connections == 0)
-        assert len(server.connections) == 4  # a connection that broke is never reused
+        assert len(server.connections) == 5  # a connection that broke is never reused
 
     async def test_header_values_cannot_inject_lines(self) -> None:
         server, client, url = self.serve(reply(ok()))
