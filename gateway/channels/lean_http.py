@@ -248,6 +248,15 @@ class LeanConnection(Protocol):
         self._heard = False
         self.transport.write(exchange.data)  # type: ignore[union-attr]
 
+    def retire(self) -> None:
+        """Close cleanly (FIN) after a complete answer: not to be reused, nothing to cut."""
+        if not self.dead:
+            self.dead = True
+            self._pool.forget(self)
+            transport: Any = self.transport
+            if transport is not None:
+                transport.loseConnection()
+
     def abort(self) -> None:
         """Close at once; the connection is never reused."""
         if not self.dead:
@@ -338,7 +347,7 @@ class LeanConnection(Protocol):
             if self._keep_alive and not self.dead:
                 self._pool.release(self)
             else:
-                self.abort()
+                self.retire()
             response.end(None)
 
     def _broken(self, reason: Failure) -> None:
@@ -442,7 +451,7 @@ class LeanPool:
             if conn.dead:
                 continue
             if conn.idle_since < oldest_ok:
-                conn.abort()
+                conn.retire()
                 continue
             return conn
         return None
@@ -453,7 +462,7 @@ class LeanPool:
         if idle is None:
             idle = self._idle[conn.key] = []
         if len(idle) >= self._max_idle:
-            conn.abort()
+            conn.retire()
             return
         conn.idle_since = self._clock.seconds()
         idle.append(conn)
@@ -472,7 +481,7 @@ class LeanPool:
         left = False
         for idle in list(self._idle.values()):
             for conn in [c for c in idle if c.idle_since < oldest_ok]:
-                conn.abort()
+                conn.retire()
             left = left or bool(idle)
         if left:
             self._sweeper = self._clock.callLater(self._idle_timeout, self._sweep)
