@@ -1,38 +1,39 @@
-"""The upstream HTTP client: ``twisted.web.client.Agent`` with a persistent pool, nothing between.
+"""The upstream HTTP client: a lean HTTP/1.1 connection pool (``lean_http``), nothing between.
 
 Why each piece exists (DESIGN.md "The /v1 path" and its Gotchas):
 
-- ``Agent`` + ``HTTPConnectionPool(persistent=True)`` directly, not treq: treq's wrapper layers
-  cost ~40% of a relay's CPU.  The pool's ``maxPersistentPerHost`` defaults to 2, which would
-  make every burst open fresh TCP (and TLS) connections, so it is raised here.
-- ``maxPersistentPerHost`` only caps *idle* connections; ``max_concurrent_per_host`` is an
-  optional ``DeferredSemaphore`` per (scheme, host, port) that bounds requests in flight.  A
-  slot is held until the response body has been delivered, read, or aborted.
-- ``first_byte_timeout`` covers connect + sending + response headers: the Agent's Deferred is
+- Requests go through ``gateway.channels.lean_http``, not ``twisted.web.client.Agent``: the
+  DESIGN allows talking "lower" than Agent, and Agent's Python response parser, ``Headers``
+  objects, ``Response`` layers and the pool's Deferred chains were the largest block of a
+  relayed request's CPU.  Responses are parsed by httptools (llhttp, C); the request is one
+  write.  The pool keeps up to ``max_persistent_per_host`` idle connections per (scheme, host,
+  port, policy number), each closed after ``cached_connection_timeout`` seconds idle.
+  (``gateway.sync.fetch`` still builds on Agent: it is not on the hot path, and wraps an
+  Agent response in ``UpstreamResponse`` -- which takes any object with Agent's response
+  interface.)
+- ``max_concurrent_per_host`` is an optional ``DeferredSemaphore`` per (scheme, host, port)
+  that bounds requests in flight.  A slot is held until the response body has been delivered,
+  read, or aborted.
+- ``first_byte_timeout`` covers connect + sending + response headers: the request's Deferred is
   cancelled (which closes the connection) and the caller gets ``UpstreamTimeout``, a failure it
   may fail over on.  Body time is not covered: streams have no total cap.
 - The body goes to our own ``IProtocol`` (``UpstreamResponse.deliver``), never ``treq.collect``:
-  cancelling ``collect`` leaves the socket open, while ``abort()`` here calls the transport's
-  ``stopProducing()`` which closes it.  ``pause()``/``resume()`` map to the transport's
-  ``pauseProducing()``/``resumeProducing()`` so a slow client slows the upstream (backpressure).
+  ``abort()`` here calls the transport's ``stopProducing()`` which closes the socket.
+  ``pause()``/``resume()`` map to the transport's ``pauseProducing()``/``resumeProducing()`` so
+  a slow client slows the upstream (backpressure).
 - An idle timer per body (no bytes for ``idle_timeout`` seconds -> abort, ``UpstreamTimeout``):
   a stalled upstream must not hold a client, a socket and a reservation forever.  The timer
   only records a timestamp per chunk and re-arms itself when it fires, so the per-chunk cost
   is one ``clock.seconds()`` call.
 - Every new connection goes through the outbound-safety connector
   (``gateway.channels.safe_connect``): the host is resolved once, every address checked against
-  the SSRF policy of the live settings, and the connection made to a checked address.  The pool
-  key carries the policy's number, so a connection checked under one policy is not reused
-  after the policy changed; a refusal is ``UpstreamBlocked``.
-- Endpoints are cached per (scheme, host, port, policy number): the stock Agent builds a new
-  ``HostnameEndpoint`` (IDNA-encoding the host) on every request, about a third of
-  ``Agent.request``'s cost when the pool already holds a connection.
-- What ``Agent.request`` works out from the URL (validation, parse, pool key, request path,
-  ``Host`` value) is cached per URL as a ``_Target``, and the request goes straight to the
-  Agent's ``_requestWithEndpoint`` with ``Host`` already set (so the Agent does not copy the
-  headers): a gateway sends to the same few URLs all day, and parsing them was ~4% of a
-  relayed request's CPU.  ``_requestWithEndpoint`` is private Twisted API; Twisted is pinned
-  and every relay test goes through it.
+  the SSRF policy of the live settings, and the connection made to a checked address (https:
+  TLS on top, verified by the TLS policy for the URL's host).  The pool key carries the
+  policy's number, so a connection checked under one policy is not reused after the policy
+  changed; a refusal is ``UpstreamBlocked``.
+- What a request needs from its URL (validation, parse, pool key, endpoint, request target,
+  ``Host`` value) is cached per URL as a ``_Target``: a gateway sends to the same few URLs all
+  day, and parsing them was ~4% of a relayed request's CPU.
 - Every timer uses the injected ``clock`` (the reactor by default) so tests drive time.
 """
 
@@ -51,10 +52,9 @@ from twisted.internet.defer import (
 from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
 from twisted.internet.protocol import Protocol as TwistedProtocol
 from twisted.python.failure import Failure
-from twisted.web._newclient import _ensureValidURI
+from twisted.web._newclient import _ensureValidMethod, _ensureValidURI
 from twisted.web.client import (
     URI,
-    Agent,
     BrowserLikePolicyForHTTPS,
     ResponseDone,
 )
@@ -62,9 +62,8 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import UNKNOWN_LENGTH, IResponse
 
-from gateway.channels.bytes_body import BytesBody
+from gateway.channels.lean_http import IDEMPOTENT, LeanPool
 from gateway.channels.net_policy import UrlPolicy
-from gateway.channels.quiet_pool import QuietHTTPConnectionPool
 from gateway.channels.safe_connect import (
     OPEN_POLICY,
     AddressVetter,
@@ -171,19 +170,23 @@ class UpstreamClient:
                  policy: LivePolicy | None = None, vetter: AddressVetter | None = None
                  ) -> None:
         self._clock = clock if clock is not None else reactor
-        self._pool = QuietHTTPConnectionPool(reactor, persistent=True)
-        self._pool.maxPersistentPerHost = max_persistent_per_host
-        self._pool.cachedConnectionTimeout = cached_connection_timeout  # type: ignore[assignment]
+        self._pool = LeanPool(self._clock, max_idle_per_key=max_persistent_per_host,
+                              idle_timeout=cached_connection_timeout)
         #: None: no SSRF policy (protection off), but connections still go to checked addresses
         self._policy = policy
         factory = GuardedEndpointFactory(
             reactor, vetter=vetter if vetter is not None else AddressVetter(reactor, self._clock),
             tls_policy=tls_policy or BrowserLikePolicyForHTTPS(), connect_timeout=connect_timeout)
         self._endpoints = _CachedEndpoints(factory)
-        self._agent = Agent.usingEndpointFactory(reactor, factory, pool=self._pool)
         self._targets: dict[bytes, _Target] = {}
+        self._methods: set[bytes] = set()
         self._max_concurrent = max_concurrent_per_host
         self._slots: dict[tuple[bytes, bytes, int], DeferredSemaphore] = {}
+
+    @property
+    def connections_opened(self) -> int:
+        """Upstream connections opened so far (tests assert pooled reuse)."""
+        return self._pool.connections_opened
 
     def request(self, method: bytes | str, url: bytes | str,
                 headers: dict[bytes, list[bytes]] | Headers | None, body: bytes | None, *,
@@ -198,19 +201,16 @@ class UpstreamClient:
         url_b = url.encode("ascii") if isinstance(url, str) else url
         try:
             target = self._target(url_b)
-        except Exception as exc:  # not a URL we can send to
+            if method_b not in self._methods:
+                _ensureValidMethod(method_b)
+                if len(self._methods) < 64:
+                    self._methods.add(method_b)
+            data = request_bytes(method_b, target.path, target.host, headers, body)
+        except Exception as exc:  # not a URL, method or header we can send
             return fail(UpstreamUnavailable(f"bad upstream request: {exc}"))
-        if headers is None:
-            header_obj = Headers()
-        elif isinstance(headers, Headers):
-            header_obj = headers.copy()  # the caller's object is not ours to add Host to
-        else:
-            header_obj = Headers(headers)
-        if not header_obj.hasHeader(b"host"):
-            header_obj.addRawHeader(b"host", target.host)
-        producer = BytesBody(body) if body is not None else None
+        may_resend = body is None and method_b in IDEMPOTENT
         if self._max_concurrent is None:
-            return self._send(method_b, target, header_obj, producer, first_byte_timeout, None)
+            return self._send(method_b, target, data, may_resend, first_byte_timeout, None)
         semaphore = self._slot(target.key)
         outcome: Deferred[UpstreamResponse] = Deferred(lambda _: waiting.cancel())
         timed_out: list[bool] = []
@@ -227,7 +227,7 @@ class UpstreamClient:
             if timer.active():
                 timer.cancel()
             remaining = first_byte_timeout - (self._clock.seconds() - started)
-            return self._send(method_b, target, header_obj, producer, max(remaining, 0.001),
+            return self._send(method_b, target, data, may_resend, max(remaining, 0.001),
                               semaphore.release)
 
         def not_acquired(failure: Failure) -> Failure:
@@ -243,7 +243,7 @@ class UpstreamClient:
 
     def _target(self, url: bytes) -> _Target:
         """The cached ``_Target`` of ``url`` under the current SSRF policy; raises for a URL
-        ``Agent.request`` would refuse."""
+        that cannot be sent to."""
         generation, policy = (0, OPEN_POLICY) if self._policy is None else self._policy.current()
         target = self._targets.get(url)
         if target is not None and target.key[3] == generation:
@@ -252,9 +252,10 @@ class UpstreamClient:
         if uri.scheme not in (b"http", b"https"):
             raise ValueError(f"unsupported upstream scheme {uri.scheme!r}")
         endpoint = self._endpoints.endpoint(uri, generation, policy)
+        default_port = 80 if uri.scheme == b"http" else 443
+        host = uri.host if uri.port == default_port else b"%s:%d" % (uri.host, uri.port)
         target = _Target(uri, (uri.scheme, uri.host, uri.port, generation), endpoint,
-                         uri.originForm,
-                         self._agent._computeHostValue(uri.scheme, uri.host, uri.port))
+                         uri.originForm, host)
         if len(self._targets) >= self.MAX_TARGETS:
             self._targets.clear()
         self._targets[url] = target
@@ -268,16 +269,11 @@ class UpstreamClient:
             semaphore = self._slots[slot_key] = DeferredSemaphore(self._max_concurrent)
         return semaphore
 
-    def _send(self, method: bytes, target: _Target, headers: Headers,
-              producer: BytesBody | None, timeout: float, release: Callable[[], object] | None
+    def _send(self, method: bytes, target: _Target, data: bytes, may_resend: bool,
+              timeout: float, release: Callable[[], object] | None
               ) -> Deferred[UpstreamResponse]:
-        try:
-            sent = self._agent._requestWithEndpoint(target.key, target.endpoint, method,
-                                                    target.uri, headers, producer, target.path)
-        except Exception as exc:  # a malformed method raises synchronously
-            if release is not None:
-                release()
-            return fail(UpstreamUnavailable(f"bad upstream request: {exc}"))
+        sent = self._pool.request(target.key, target.endpoint, method, data,
+                                  may_resend=may_resend)
         timed_out: list[bool] = []
 
         def on_timeout() -> None:
@@ -307,9 +303,60 @@ class UpstreamClient:
 
         return sent.addCallbacks(got, failed)
 
-    def close(self) -> Deferred[None]:
+    def close(self) -> Deferred[Any]:
         """Close idle pooled connections (on shutdown, and at the end of tests)."""
-        return self._pool.closeCachedConnections()
+        return self._pool.close()
+
+
+def _one_line(value: bytes) -> bytes:
+    """A header name or value on one line (as ``Headers`` makes it): CR and LF become spaces."""
+    return value.replace(b"\r\n", b" ").replace(b"\r", b" ").replace(b"\n", b" ")
+
+
+def request_bytes(method: bytes, path: bytes, host: bytes,
+                  headers: dict[bytes, list[bytes]] | Headers | None, body: bytes | None
+                  ) -> bytes:
+    """The whole HTTP/1.1 request as Agent would write it: the caller's headers (its own
+    ``Host`` if it gave one), ``Content-Length`` for a body (0 for a body-less PUT/POST).
+
+    A CR or LF inside a header name or value becomes a space (no header injection).  Rather
+    than scanning every value, the head is built as given and its CR and LF counted once: any
+    more than the lines written means a value carried one, and only then is it rebuilt
+    value by value."""
+    head, lines = _head(method, path, host, headers, clean=False)
+    if head.count(b"\n") != lines or head.count(b"\r") != lines:
+        head, lines = _head(method, path, host, headers, clean=True)
+    if body is not None:
+        return b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
+    if method in (b"POST", b"PUT"):
+        return head + b"Content-Length: 0\r\n\r\n"
+    return head + b"\r\n"
+
+
+def _head(method: bytes, path: bytes, host: bytes,
+          headers: dict[bytes, list[bytes]] | Headers | None, *, clean: bool
+          ) -> tuple[bytes, int]:
+    """The request line and header lines (without the body's framing), and how many."""
+    parts = [method, b" ", path, b" HTTP/1.1\r\n"]
+    lines = 1
+    has_host = False
+    if headers is not None:
+        items = headers.getAllRawHeaders() if isinstance(headers, Headers) else headers.items()
+        for name, values in items:
+            lower = name.lower()
+            if lower == b"content-length":
+                continue  # framed from the body itself
+            if lower == b"host":
+                has_host = True
+            if clean:
+                name = _one_line(name)
+            for value in values:
+                parts += (name, b": ", _one_line(value) if clean else value, b"\r\n")
+                lines += 1
+    if not has_host:
+        parts += (b"Host: ", host, b"\r\n")
+        lines += 1
+    return b"".join(parts), lines
 
 
 def _describe(failure: Failure) -> str:
@@ -329,7 +376,8 @@ class UpstreamResponse:
                  release: Callable[[], object] | None = None) -> None:
         self.code: int = response.code
         self.phrase: bytes = response.phrase
-        self.headers: Headers = response.headers
+        #: ``Headers`` (Agent) or ``ResponseHeaders`` (lean client): read with getRawHeaders
+        self.headers: Any = response.headers
         self.length: int | None = (None if response.length is UNKNOWN_LENGTH
                                    else int(response.length))
         self._response = response
@@ -354,8 +402,12 @@ class UpstreamResponse:
             return
         if self._body is not None:
             raise RuntimeError("the body is already being delivered")
-        self._body = _BodyProtocol(self, sink, self._clock, idle_timeout)
-        self._response.deliverBody(self._body)
+        body = self._body = _BodyProtocol(self, sink, self._clock, idle_timeout)
+        self._response.deliverBody(body)
+        if not body.finished:
+            # a body that was already complete (a JSON answer read with its headers) ends
+            # inside deliverBody: only one still arriving needs the idle timer
+            body.arm()
 
     def read_all(self, limit: int, *, idle_timeout: float = 300) -> Deferred[bytes]:
         """The whole body as bytes; fails with ``BodyTooLarge`` past ``limit`` bytes."""
@@ -403,9 +455,14 @@ class _BodyProtocol(TwistedProtocol):
         self._clock = clock
         self._idle_timeout = idle_timeout
         self._last_data = clock.seconds()
-        self._timer: IDelayedCall | None = clock.callLater(idle_timeout, self._idle_check)
+        self._timer: IDelayedCall | None = None
         self._paused = False
         self.finished = False
+
+    def arm(self) -> None:
+        """Start the idle timer (once the body is known to be still arriving)."""
+        if not self.finished and self._timer is None:
+            self._timer = self._clock.callLater(self._idle_timeout, self._idle_check)
 
     def dataReceived(self, data: bytes) -> None:
         if self.finished:
