@@ -4,7 +4,8 @@ One ``DeviceLink`` per connection, built for a device that already proved its to
 HTTP handshake (``endpoint.LinkEndpoint``).  Frames are UTF-8 JSON objects with a ``type``;
 they are handled one at a time, in order (a result is never overtaken by the next frame).
 Bad frames get an ``error`` frame and change nothing; the connection stays.  Autobahn enforces
-the 1 MiB frame and message cap (close 1009) and the native pings (every 20 s).
+the 1 MiB frame and message cap (close 1009); native pings go only to links that went quiet
+(``liveness.LivenessSweep``, one timer for the node instead of autobahn's two per link).
 
 Dispatch claims a task (``queued -> running``, atomic across nodes and transports) before the
 ``task`` frame is written; a frame that cannot be written returns the task to the queue.  At
@@ -35,7 +36,6 @@ log = Logger()
 
 MAX_FRAME = 1 << 20
 HELLO_SECONDS = 10.0
-PING_SECONDS = 20.0
 HEARTBEAT_INTERVAL = 20
 #: live output forwarded per task (the rest is dropped, §2.4)
 OUTPUT_CAP = 64 * 1024
@@ -73,6 +73,9 @@ class DeviceLink(WebSocketServerProtocol):
         self._queue_empty = False
         #: slots promised to tasks being created on this node (``reserve``)
         self._reserved = 0
+        #: liveness (``liveness.Watched``): last receipt, outstanding native ping
+        self.heard_at = hub.clock.seconds()
+        self.pinged_at: float | None = None
 
     # --- connection --------------------------------------------------------------------------
 
@@ -94,6 +97,25 @@ class DeviceLink(WebSocketServerProtocol):
     def _closed_in_db(self) -> None:
         ensureDeferred(self.hub.link_closed(self.device_id, self.link_id)).addErrback(
             lambda f: log.failure("closing link {link} failed", f, link=self.link_id))
+
+    def dataReceived(self, data: bytes) -> None:
+        # any bytes prove the peer alive (no ping needed); straight to the frame parser,
+        # without the base class's per-read debug record (its arguments are formatted even
+        # when nothing logs them: a fifth of an idle node's CPU)
+        self.heard_at = self.hub.clock.seconds()
+        self.pinged_at = None
+        self._dataReceived(data)
+
+    def ping(self) -> None:
+        if not self.gone and self.state == WebSocketServerProtocol.STATE_OPEN:
+            self.sendPing()
+
+    def drop(self) -> None:
+        """The peer stopped answering pings: drop the socket (``onClose`` does the rest)."""
+        if not self.gone:
+            self.wasClean = False
+            self.wasNotCleanReason = "no answer to a native ping"
+            self.dropConnection(abort=True)
 
     def close_link(self, code: int, reason: str) -> None:
         if not self.gone:
@@ -378,7 +400,8 @@ class DeviceLinkFactory(WebSocketServerFactory):
         self.admitted: DeviceRow | None = None
         self.setProtocolOptions(
             maxFramePayloadSize=MAX_FRAME, maxMessagePayloadSize=MAX_FRAME,
-            autoPingInterval=PING_SECONDS, autoPingTimeout=PING_SECONDS,
+            # pings come from ``liveness.LivenessSweep``, only to quiet links
+            autoPingInterval=0, autoPingTimeout=0,
             openHandshakeTimeout=HELLO_SECONDS, closeHandshakeTimeout=5, failByDrop=False,
         )
 
