@@ -106,6 +106,18 @@ class DeviceLink(WebSocketServerProtocol):
         self.pinged_at = None
         self._dataReceived(data)
 
+    def sendData(self, data: bytes, sync: bool = False, chopsize: int | None = None) -> None:
+        # an open link's frame goes straight to the transport, without the base class's
+        # per-write debug record (formatted even when nothing logs it); anything unusual
+        # (queued or chopped writes, octet logging, the handshake) takes the base path
+        transport = self.transport
+        if (sync or chopsize or self.send_queue or getattr(self, "logOctets", False)
+                or transport is None or self.state != WebSocketServerProtocol.STATE_OPEN):
+            super().sendData(data, sync, chopsize)
+            return
+        transport.write(data)
+        self.trafficStats.outgoingOctetsWireLevel += len(data)
+
     def ping(self) -> None:
         if not self.gone and self.state == WebSocketServerProtocol.STATE_OPEN:
             self.sendPing()
