@@ -22,13 +22,13 @@ from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.logger import Logger
 
 from gateway.links.hello import HelloError, parse_capacity, parse_hello, parse_max_parallel
+from gateway.links.hello_batch import HelloRegistrations, Registration
 from gateway.links.hub import CLOSE_PROTOCOL, CLOSE_REVOKED, LinkHub
 from gateway.links.results import ResultError
 from gateway.links.tasks import ConnectorTasks
 from gateway.links.views import device_view, dispatch_view, rfc3339
 from gateway.store import connector_tasks as task_store
 from gateway.store import devices as device_store
-from gateway.store import sandbox_hosts as host_store
 from gateway.store.connector_tasks import TaskRow
 from gateway.store.devices import DeviceRow
 
@@ -46,10 +46,12 @@ TERMINAL_ACTIONS = frozenset({"terminal_open", "terminal_input", "terminal_read"
 
 
 class DeviceLink(WebSocketServerProtocol):
-    def __init__(self, hub: LinkHub, tasks: ConnectorTasks, device: DeviceRow) -> None:
+    def __init__(self, hub: LinkHub, tasks: ConnectorTasks, device: DeviceRow,
+                 registrations: HelloRegistrations) -> None:
         super().__init__()
         self.hub = hub
         self.tasks = tasks
+        self.registrations = registrations
         self.device = device
         self.device_id = device.id
         self.link_id = hub.new_link_id()
@@ -199,20 +201,10 @@ class DeviceLink(WebSocketServerProtocol):
         if self._hello_timer is not None and self._hello_timer.active():
             self._hello_timer.cancel()
         now = self.hub.now()
-
-        def register(conn: Any) -> DeviceRow | str:
-            device = device_store.get(conn, self.device_id)
-            if device is None or device.token_hash != self.device.token_hash:
-                return "token revoked"
-            host = host_store.get_by_device(conn, device.id)
-            if host is not None and not host.enabled:
-                return "host disabled"
-            if host is not None and capacity is not None:
-                host_store.record_capacity(conn, device.id, capacity, now)
-            return device_store.report(conn, device, fields, now, link_id=self.link_id,
-                                       max_parallel=max_parallel)
-
-        outcome = await self.hub.db.transaction(register)
+        # many links saying hello together share a transaction (group commit)
+        outcome = await self.registrations.register(Registration(
+            device_id=self.device_id, token_hash=self.device.token_hash, fields=fields,
+            capacity=capacity, max_parallel=max_parallel, link_id=self.link_id, now=now))
         if isinstance(outcome, str):
             self.close_link(CLOSE_REVOKED, outcome)
             return
@@ -408,6 +400,7 @@ class DeviceLinkFactory(WebSocketServerFactory):
         super().__init__()
         self.hub = hub
         self.tasks = tasks
+        self.registrations = HelloRegistrations(hub.db)
         #: set by the endpoint for the duration of one synchronous upgrade
         self.admitted: DeviceRow | None = None
         self.setProtocolOptions(
@@ -420,6 +413,6 @@ class DeviceLinkFactory(WebSocketServerFactory):
     def buildProtocol(self, addr: Any) -> DeviceLink | None:
         if self.admitted is None:
             return None
-        link = DeviceLink(self.hub, self.tasks, self.admitted)
+        link = DeviceLink(self.hub, self.tasks, self.admitted, self.registrations)
         link.factory = self
         return link
