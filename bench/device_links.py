@@ -217,17 +217,22 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         import cProfile
 
         profiler, db_profiler = cProfile.Profile(), cProfile.Profile()
-        in_transaction = app.db._in_transaction
+        def profiled(run: Any) -> Any:
+            def run_profiled(*args: Any) -> Any:
+                # the database thread's share (cProfile follows one thread per profiler)
+                db_profiler.enable()
+                try:
+                    return run(*args)
+                finally:
+                    db_profiler.disable()
 
-        def profiled(*args: Any) -> Any:
-            # the database thread's share (cProfile follows one thread per profiler)
-            db_profiler.enable()
-            try:
-                return in_transaction(*args)
-            finally:
-                db_profiler.disable()
+            return run_profiled
 
-        app.db._in_transaction = profiled  # type: ignore[method-assign,assignment]
+        # both ways into the database: SQLAlchemy's and the lean DB-API one
+        app.db._in_transaction = profiled(  # type: ignore[method-assign]
+            app.db._in_transaction)
+        app.db._in_driver_transaction = profiled(  # type: ignore[method-assign]
+            app.db._in_driver_transaction)
         profiler.enable()
     trips_cpu_start, trips_system_start = cpu_seconds(), system_seconds()
     switches_start = context_switches()
