@@ -121,7 +121,8 @@ class DBRunner:
                                  args)
 
     def _in_driver_transaction(self, fn: Callable[..., T], args: tuple) -> T:
-        if self.dialect != "sqlite":
+        if self.dialect != "sqlite" or self._pool.max > 1:
+            # one held connection is only safe for a single worker thread (SQLite's)
             with self.engine.begin() as conn:
                 sql = DriverSQL(conn)
                 try:
