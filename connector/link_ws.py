@@ -1,9 +1,12 @@
 """The WebSocket transport, agents contract §2.4 ([P-21]), on autobahn's Twisted client.
 
 The token goes in the handshake (``X-Connector-Token``); ``hello`` is the first frame;
-``welcome`` brings the heartbeat interval; frames are dispatched by ``type`` through a table;
-native pings (autobahn's auto-ping) catch a dead peer. How the connection ended — an HTTP
-status instead of the upgrade, or a close code — becomes the ``LinkOutcome``.
+``welcome`` brings the heartbeat interval; frames are dispatched by ``type`` through a table.
+A dead server is found without native pings of our own: the server answers every heartbeat
+(``heartbeat_ack``), so a link that heard nothing for two heartbeat intervals is dropped (and
+one that gets no ``welcome`` within two ping intervals of opening); each ping would cost the
+server a frame in and a frame out per device. How the connection ended — an HTTP status
+instead of the upgrade, or a close code — becomes the ``LinkOutcome``.
 """
 
 from __future__ import annotations
@@ -61,6 +64,9 @@ class DeviceLinkProtocol(WebSocketClientProtocol):
         self.opened = False
         self.welcomed = False
         self._heartbeat: LoopingCall | None = None
+        self._welcome_due: Any = None
+        #: clock time of the last bytes from the server (any frame proves it alive)
+        self._heard_at = 0.0
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "welcome": self._on_welcome,
             "task": self._on_task,
@@ -72,9 +78,16 @@ class DeviceLinkProtocol(WebSocketClientProtocol):
 
     # autobahn callbacks
 
+    def dataReceived(self, data: bytes) -> None:
+        self._heard_at = self.factory.clock.seconds()
+        super().dataReceived(data)
+
     def onOpen(self) -> None:
         self.opened = True
         self.factory.current = self
+        self._heard_at = self.factory.clock.seconds()
+        self._welcome_due = self.factory.clock.callLater(
+            2 * self.factory.ping_interval, self._silent, "no welcome")
         self._send_frame({"type": "hello", "protocol": 1, **self.factory.owner.hello_fields()})
 
     def onMessage(self, payload: bytes, isBinary: bool) -> None:
@@ -95,6 +108,8 @@ class DeviceLinkProtocol(WebSocketClientProtocol):
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if self._heartbeat is not None and self._heartbeat.running:
             self._heartbeat.stop()
+        if self._welcome_due is not None and self._welcome_due.active():
+            self._welcome_due.cancel()
         self.factory.connection_ended(self._outcome(code, reason or ""))
 
     # the Link the client sends through
@@ -116,10 +131,26 @@ class DeviceLinkProtocol(WebSocketClientProtocol):
         interval = frame.get("heartbeat_interval")
         seconds = float(interval) if isinstance(interval, int | float) and interval > 0 else 20.0
         self.welcomed = True
-        self._heartbeat = LoopingCall(self._send_frame, {"type": "heartbeat"})
+        if self._welcome_due is not None and self._welcome_due.active():
+            self._welcome_due.cancel()
+        self._heartbeat = LoopingCall(self._beat, seconds)
         self._heartbeat.clock = self.factory.clock
         self._heartbeat.start(seconds, now=False)
         self.factory.owner.link_up(self)
+
+    def _beat(self, seconds: float) -> None:
+        """Send a heartbeat, unless the last one (or more) went unanswered: the server answers
+        each one, so two intervals without a byte from it mean it is gone."""
+        if self.factory.clock.seconds() - self._heard_at >= 2 * seconds:
+            self._silent(f"nothing from the server for {2 * seconds:g} s")
+            return
+        self._send_frame({"type": "heartbeat"})
+
+    def _silent(self, why: str) -> None:
+        log.warn("dropping the link: {why}", why=why)
+        self.wasClean = False
+        self.wasNotCleanReason = why
+        self.dropConnection(abort=True)
 
     def _on_task(self, frame: dict[str, Any]) -> None:
         self.factory.owner.task_received(frame.get("task"))
@@ -166,13 +197,14 @@ class DeviceLinkFactory(WebSocketClientFactory):
             url=config.ws_url, reactor=reactor, headers={"X-Connector-Token": config.token}
         )
         self.setProtocolOptions(
-            autoPingInterval=config.ping_interval,
-            autoPingTimeout=config.ping_interval,
+            # liveness comes from heartbeats and their acks (DeviceLinkProtocol._beat)
+            autoPingInterval=0,
             maxMessagePayloadSize=MAX_FRAME_BYTES,
             maxFramePayloadSize=MAX_FRAME_BYTES,
             openHandshakeTimeout=30,
         )
         self.clock = clock
+        self.ping_interval = config.ping_interval
         self.owner = owner
         self.current: DeviceLinkProtocol | None = None
         self.connecting: Deferred[Any] | None = None

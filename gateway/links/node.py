@@ -7,9 +7,10 @@ from typing import Any
 
 from gateway.links.endpoint import LinkEndpoint
 from gateway.links.hub import LinkHub
+from gateway.links.liveness import LivenessSweep
 from gateway.links.long_poll import POLL_SECONDS, DevicePolling
 from gateway.links.tasks import ConnectorTasks
-from gateway.links.websocket import DeviceLinkFactory
+from gateway.links.websocket import DeviceLink, DeviceLinkFactory
 from gateway.state.protocol import SharedState
 from gateway.store.pool import DBRunner
 
@@ -22,9 +23,15 @@ class AgentLinks:
         self.factory = DeviceLinkFactory(self.hub, self.tasks)
         self.endpoint = LinkEndpoint(db, self.factory)
         self.polling = DevicePolling(self.hub, self.tasks, poll_seconds)
+        self.liveness = LivenessSweep(clock, self._watched)
+
+    def _watched(self) -> list[DeviceLink]:
+        return [link for link in self.hub.links.values() if isinstance(link, DeviceLink)]
 
     def start(self) -> None:
         self.hub.start()
+        self.liveness.start()
 
     def stop(self) -> None:
+        self.liveness.stop()
         self.hub.stop()

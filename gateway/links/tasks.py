@@ -22,8 +22,10 @@ from gateway.links import ids
 from gateway.links.hub import LinkHub
 from gateway.links.results import Outcome, parse_result
 from gateway.store import connector_tasks as task_store
+from gateway.store import task_round_trip
 from gateway.store.connector_tasks import TaskRow
 from gateway.store.devices import DeviceRow
+from gateway.store.driver_sql import DriverSQL
 from gateway.store.pool import DBRunner
 
 log = Logger()
@@ -69,16 +71,23 @@ class ConnectorTasks:
         link = (self.hub.reserve_link(device_id, action, user_id)
                 if status == task_store.QUEUED else None)
 
+        fields: dict[str, Any] = dict(
+            task_id=ids.new_id(ids.TASK), user_id=user_id, device_id=device_id, action=action,
+            workspace_path=workspace_path, status=status, now=now, run_id=run_id,
+            tool_call_id=tool_call_id, cloud_sandbox_id=cloud_sandbox_id,
+            claimed_by=link.link_id if link is not None else None)
+
         def create(conn: Any) -> TaskRow:
-            return task_store.create(
-                conn, task_id=ids.new_id(ids.TASK), user_id=user_id, device_id=device_id,
-                action=action, payload=payload if payload_in_tx is None else payload_in_tx(conn),
-                workspace_path=workspace_path, status=status, now=now, run_id=run_id,
-                tool_call_id=tool_call_id, cloud_sandbox_id=cloud_sandbox_id,
-                claimed_by=link.link_id if link is not None else None)
+            assert payload_in_tx is not None
+            return task_store.create(conn, payload=payload_in_tx(conn), **fields)
 
         try:
-            task = await self.db.transaction(create)
+            if payload_in_tx is None:
+                # the round trip's lean statement (no SQLAlchemy execution per task)
+                task = await self.db.driver_transaction(
+                    _insert, fields | {"payload": payload})
+            else:
+                task = await self.db.transaction(create)
         except BaseException:
             if link is not None:
                 link.release(action)
@@ -130,7 +139,8 @@ class ConnectorTasks:
         """Store the device's result (``ResultError`` for a malformed body); ``None`` when the
         task is not running on this device (ignored, safe to retry)."""
         outcome = parse_result(body)
-        task = await self.db.transaction(self._finish, device, task_id, outcome, self.now())
+        task = await self.db.driver_transaction(_finish, device.id, task_id, outcome,
+                                                self.now())
         if task is not None:
             self.hub.task_finished(task.id, task)
             for hook in self.result_hooks:
@@ -138,13 +148,6 @@ class ConnectorTasks:
                     await hook(task)
                 except Exception:
                     log.failure("a task result hook failed (task {task_id})", task_id=task.id)
-        return task
-
-    def _finish(self, conn: Any, device: DeviceRow, task_id: str, outcome: Outcome,
-                now: datetime) -> TaskRow | None:
-        task = task_store.finish(conn, task_id, device.id, success=outcome.success,
-                                 result=outcome.result, error_message=outcome.error_message,
-                                 output=outcome.raw, now=now)
         return task
 
     def wait(self, task: TaskRow, timeout: float = WAIT_SECONDS) -> Deferred[TaskRow | None]:
@@ -173,3 +176,14 @@ class ConnectorTasks:
             await self.cancel(task_id, TIMED_OUT)
         except TaskNotActive:
             self.hub.task_finished(task_id)
+
+
+def _insert(sql: DriverSQL, fields: dict[str, Any]) -> TaskRow:
+    return task_round_trip.insert(sql, **fields)
+
+
+def _finish(sql: DriverSQL, device_id: str, task_id: str, outcome: Outcome,
+            now: datetime) -> TaskRow | None:
+    return task_round_trip.finish(sql, task_id, device_id, success=outcome.success,
+                                  result=outcome.result, error_message=outcome.error_message,
+                                  output=outcome.raw, now=now)

@@ -34,6 +34,18 @@ class DriverSQL:
         assert dbapi is not None
         self.cursor = dbapi.cursor()
 
+    @classmethod
+    def on_cursor(cls, cursor: Any, dialect: str, error: Any) -> DriverSQL:
+        """Statements on a DB-API ``cursor`` of a connection outside SQLAlchemy (the lean
+        transactions of ``DBRunner.driver_transaction``)."""
+        sql = cls.__new__(cls)
+        sql.dialect = dialect
+        sql.postgres = dialect == "postgresql"
+        sql.mark = "%s" if sql.postgres else "?"
+        sql.error = error
+        sql.cursor = cursor
+        return sql
+
     def marks(self, count: int) -> str:
         """``?, ?, ?`` (or ``%s, ...``) for an IN list or a VALUES row of ``count`` items."""
         return ", ".join([self.mark] * count)

@@ -49,6 +49,10 @@ class PeerProtocol(WebSocketServerProtocol):
     def onOpen(self) -> None:
         self.factory.connections.append(self)
 
+    def onPing(self, payload: bytes) -> None:
+        self.factory.pings += 1
+        super().onPing(payload)
+
     def onMessage(self, payload: bytes, isBinary: bool) -> None:
         frame = json.loads(payload)
         self.factory.frames.append(frame)
@@ -76,7 +80,11 @@ class LinkPeer(WebSocketServerFactory):
         self.closed = 0
         self.tasks: list[dict[str, Any]] = []
         self.ack_results = True
+        #: False: a server that went quiet (no heartbeat_ack, nothing at all)
+        self.answer_heartbeats = True
         self.heartbeat_interval = 20
+        #: native pings received from devices
+        self.pings = 0
         self.after_welcome: Callable[[PeerProtocol], None] | None = None
 
     def on_frame(self, connection: PeerProtocol, frame: dict[str, Any]) -> None:
@@ -91,7 +99,7 @@ class LinkPeer(WebSocketServerFactory):
                 connection.send({"type": "task", "task": task})
         elif kind == "task_result" and self.ack_results:
             connection.send({"type": "task_result_ack", "task_id": frame["task_id"], "ok": True})
-        elif kind == "heartbeat":
+        elif kind == "heartbeat" and self.answer_heartbeats:
             connection.send({"type": "heartbeat_ack", "server_time": "2026-11-25T10:00:20.000Z"})
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:

@@ -126,6 +126,37 @@ class ProtocolTests(LinkCase):
         self.clock.advance(5)
         await wait_for(lambda: len(self.peer.of_type("heartbeat")) == 2)
 
+    async def test_answered_heartbeats_keep_the_link_without_native_pings(self) -> None:
+        self.peer.heartbeat_interval = 5
+        self.start_client()
+        await wait_for(lambda: self.client.link is not None)
+        for beat in range(1, 7):
+            self.clock.advance(5)
+            await wait_for(lambda beat=beat: len(self.peer.of_type("heartbeat")) == beat)
+        await settle(0.1)
+        self.assertEqual((self.peer.closed, self.peer.pings, self.client.attempts), (0, 0, 1))
+        # no ping timer of autobahn's on the device side either
+        self.assertIsNone(self.peer.connections[0].autoPingPendingCall)
+        link = self.client.link
+        self.assertIsNone(getattr(link, "autoPingPendingCall", None))
+
+    async def test_a_server_that_stops_answering_is_dropped_and_linked_again(self) -> None:
+        self.peer.heartbeat_interval = 5
+        self.start_client()
+        await wait_for(lambda: self.client.link is not None)
+        self.peer.answer_heartbeats = False  # the server hangs: nothing comes back any more
+        self.clock.advance(5)
+        await wait_for(lambda: len(self.peer.of_type("heartbeat")) == 1)
+        await settle(0.1)
+        self.assertEqual(self.peer.closed, 0)
+        self.clock.advance(5)  # two intervals without a byte from the server
+        await wait_for(lambda: self.peer.closed == 1)
+        await wait_for(lambda: self.delays())
+        self.peer.answer_heartbeats = True
+        self.clock.advance(self.delays()[0])
+        await wait_for(lambda: len(self.peer.of_type("hello")) == 2 and self.client.link)
+        self.assertEqual(self.client.attempts, 2)
+
     async def test_task_cancel_kills_the_command_and_sends_no_result(self) -> None:
         pid_file = os.path.join(self.workspace, "pid")
         self.peer.tasks = [command_task("act-4", f"sleep 60 & echo $! > {pid_file}; wait",

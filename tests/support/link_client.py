@@ -65,7 +65,8 @@ class LinkClient(WebSocketClientProtocol):
         return await self.next_of("welcome")
 
 
-async def connect(base_url: str, token: str, *, via: str = "header") -> LinkClient:
+async def connect(base_url: str, token: str, *, via: str = "header",
+                  protocol: type[LinkClient] = LinkClient) -> LinkClient:
     """Open a link (``via`` header, bearer or query) and wait for the upgrade."""
     url = base_url.replace("http://", "ws://") + "/api/advanced-chat/connectors/ws"
     headers: dict[str, str] = {}
@@ -76,7 +77,7 @@ async def connect(base_url: str, token: str, *, via: str = "header") -> LinkClie
     else:
         url += f"?token={token}"
     factory = WebSocketClientFactory(url, headers=headers)
-    factory.protocol = LinkClient
+    factory.protocol = protocol
     factory.setProtocolOptions(autoPingInterval=0)
     created: list[LinkClient] = []
     original = factory.buildProtocol

@@ -31,18 +31,19 @@ class DirectDispatchTests(LinkTestCase):
         are left out."""
         names: list[str] = []
         db = self.app.db
-        transaction = db.transaction
+        for path in ("transaction", "driver_transaction"):  # SQLAlchemy's and the lean one
+            run = getattr(db, path)
 
-        def recorded(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            name = getattr(fn, "__qualname__", repr(fn))
-            module = getattr(fn, "__module__", "")
-            if (module.startswith(ROUND_TRIP_MODULES)
-                    and not any(periodic in name for periodic in PERIODIC)):
-                names.append(name)
-            return transaction(fn, *args, **kwargs)
+            def recorded(fn: Any, *args: Any, run: Any = run, **kwargs: Any) -> Any:
+                name = getattr(fn, "__qualname__", repr(fn))
+                module = getattr(fn, "__module__", "")
+                if (module.startswith(ROUND_TRIP_MODULES)
+                        and not any(periodic in name for periodic in PERIODIC)):
+                    names.append(name)
+                return run(fn, *args, **kwargs)
 
-        db.transaction = recorded  # type: ignore[method-assign]
-        self.addCleanup(setattr, db, "transaction", transaction)
+            setattr(db, path, recorded)
+            self.addCleanup(setattr, db, path, run)
         return names
 
     async def test_a_round_trip_is_two_transactions_and_the_task_is_born_running(self) -> None:
@@ -66,7 +67,7 @@ class DirectDispatchTests(LinkTestCase):
         assert finished is not None and finished.status == task_store.COMPLETED
         await client.next_of("task_result_ack")
         assert len(names) == 2, names
-        assert names[0].endswith("create.<locals>.create") and names[1].endswith("_finish")
+        assert names[0].endswith("_insert") and names[1].endswith("_finish")
 
     async def test_created_at_order_and_max_parallel_hold(self) -> None:
         login, token, device = await self.user_with_device()
