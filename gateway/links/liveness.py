@@ -5,11 +5,12 @@ Why not autobahn's auto-ping: it pings every link every interval whatever it sen
 two timers per link that every pong re-arms.  At 2,000 idle links that was half of the node's
 idle frames (a ping and a pong per link every 20 s on top of the heartbeat and its ack) and a
 steady churn of timers.  Any frame a device sends proves it alive, so a link that heartbeats is
-never pinged; one that has been silent for longer than a heartbeat interval (plus slack for
-its timer) gets one native ping, and one that stays silent for ``PONG_TIMEOUT_SECONDS`` after
-it is dropped -- which closes it like any other close (offline at once, its running tasks
-failed).  A dead peer is thus found within ``PING_AFTER_SECONDS + PONG_TIMEOUT_SECONDS`` plus
-one sweep (50 s), inside the 60 s online window of §2.5.
+(practically) never pinged; one that has been silent for the contract's 20 s gets one native
+ping within a sweep (so a silent peer is still pinged every 20-22 s, as §2.4 says), and one
+that stays silent for ``PONG_TIMEOUT_SECONDS`` after it is dropped -- which closes it like any
+other close (offline at once, its running tasks failed).  A dead peer is thus found within
+``PING_AFTER_SECONDS + PONG_TIMEOUT_SECONDS`` plus one sweep (42 s), inside the 60 s online
+window of §2.5.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from twisted.logger import Logger
 log = Logger()
 
 #: how often the node looks at its links (one timer for all of them)
-SWEEP_SECONDS = 5.0
-#: silence after which a link is pinged: the heartbeat interval (20 s) and slack for the
-#: device's timer, so a device that heartbeats on time is never pinged
-PING_AFTER_SECONDS = 25.0
+SWEEP_SECONDS = 2.0
+#: silence after which a link is pinged: §2.4's 20 s.  A device heartbeating every 20 s is
+#: heard again before a sweep finds it silent that long (but for its timer's jitter)
+PING_AFTER_SECONDS = 20.0
 #: silence after the ping after which the peer is taken for dead
 PONG_TIMEOUT_SECONDS = 20.0
 
