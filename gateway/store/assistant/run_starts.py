@@ -8,8 +8,8 @@ Why its own module, and why nothing is read back: this transaction is a cost eve
 before its first round, and with many runs starting at once it queues in front of the other
 runs' rounds.  The session, its messages and the run are exactly the values written (plus the
 table defaults), so they are answered as such; the session's re-read with its newest run was
-the dearest statement of a run's start.  A new session has no runs, so there is nothing to
-interrupt and nothing to look up.
+the dearest statement of a run's start.  A new session has no runs and no messages, so
+there is nothing to interrupt, look up or delete.
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ from gateway.store import schema
 from gateway.store.assistant import run_outcomes
 from gateway.store.assistant.rows import RunEventRow, RunRow, SessionRow
 from gateway.store.assistant.runs import active_runs, create_run
-from gateway.store.assistant.sessions import StoredSession, check_writable, replace_messages
+from gateway.store.assistant.sessions import (
+    StoredSession,
+    check_writable,
+    insert_messages,
+    replace_messages,
+)
 
 SESSIONS = schema.assistant_sessions
 
@@ -60,6 +65,7 @@ def start_run(conn: Connection, user_id: int, session_id: str, columns: dict[str
                "created_at": now, "updated_at": now}
         conn.execute(SESSIONS.insert(), row)
         session = SessionRow(**row)
+        saved = insert_messages(conn, session_id, messages, now)
     else:
         for active in active_runs(conn, session_id):
             events += run_outcomes.cancel(conn, active, now, interrupted=True)
@@ -67,6 +73,6 @@ def start_run(conn: Connection, user_id: int, session_id: str, columns: dict[str
         conn.execute(update(SESSIONS).where(SESSIONS.c.id == session_id)
                      .values(**columns, updated_at=now))
         session = replace(existing, **columns, updated_at=now)
-    saved = replace_messages(conn, session_id, messages, now)
+        saved = replace_messages(conn, session_id, messages, now)
     created = create_run(conn, run, now)
     return RunStart(StoredSession(session, saved, created), created, events, stopped)

@@ -96,6 +96,12 @@ def replace_messages(conn: Connection, session_id: str, messages: list[dict[str,
                      now: datetime) -> list[MessageRow]:
     """The session's messages are now ``messages`` (by position); answered as written."""
     conn.execute(delete(MESSAGES).where(MESSAGES.c.session_id == session_id))
+    return insert_messages(conn, session_id, messages, now)
+
+
+def insert_messages(conn: Connection, session_id: str, messages: list[dict[str, Any]],
+                    now: datetime) -> list[MessageRow]:
+    """``messages`` (by position) into a session that has none; answered as written."""
     rows = [{"content": "", "content_parts": [], "tool_calls": [], **message,
              "session_id": session_id, "position": position,
              "created_at": message.get("created_at") or now, "updated_at": now}
