@@ -33,6 +33,8 @@ FIGURES = {
     "concurrent_overhead_p50_ms": ("concurrent", "overhead_p50_ms"),
     "concurrent_overhead_p99_ms": ("concurrent", "overhead_p99_ms"),
     "concurrent_wall_s": ("concurrent", "wall_s"),
+    "concurrent_rounds_in_flight_mean": ("concurrent", "rounds_in_flight_mean"),
+    "concurrent_span_ms_per_round": ("concurrent", "span_ms_per_round"),
     "serial_overhead_p50_ms": ("one_at_a_time", "overhead_p50_ms"),
     "cpu_ms_per_round": ("concurrent", "per_round", "cpu_ms"),
     "reactor_cpu_ms_per_round": ("concurrent", "per_round", "reactor_thread_cpu_ms"),
@@ -51,7 +53,7 @@ def figures(result: dict[str, Any]) -> dict[str, float | None]:
     for name, path in FIGURES.items():
         value: Any = result["repeats"][0]
         for key in path:
-            value = value[key] if isinstance(value, dict) else None
+            value = value.get(key) if isinstance(value, dict) else None
         out[name] = value
     out["upstream_direct_p50_ms"] = result["upstream_direct_p50_ms"]
     return out

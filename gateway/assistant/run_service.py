@@ -147,8 +147,9 @@ class _RunSink:
         started = self.service.append(self.run, "status", {"message": "assistant_started"}, {
             "status": "running", "status_message": "loading_tools", "started_at": now},
             starts=True)
-        self._pending.append(self.service.append(self.run, "status",
-                                                 {"message": "loading_tools"}))
+        loading = self.service.append(self.run, "status", {"message": "loading_tools"})
+        loading.addErrback(lambda f: log.failure("writing run event loading_tools failed", f))
+        self._pending.append(loading)
         return await started is not None
 
     async def finish(self, outcome: LoopOutcome) -> None:
