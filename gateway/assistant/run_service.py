@@ -246,6 +246,7 @@ class RunService:
         def write(conn: Any) -> tuple[Prepared, int, run_starts.RunStart]:
             ready = prepared if isinstance(prepared, Prepared) else prepared(conn)
             request = ready.request
+            generated = not request.session_id
             session_id = request.session_id or random_id("acs")
             request.session_id = session_id
             messages, answer_id = session_messages(ready)
@@ -257,7 +258,7 @@ class RunService:
                     "assistant_message_id": answer_id, "mode": request.mode,
                     "request": {"model": ready.model}, "node_name": self.node_name,
                     "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
-                    "deadline_at": now + timedelta(seconds=timeout)}, now)
+                    "deadline_at": now + timedelta(seconds=timeout)}, now, generated=generated)
 
         ready, timeout, started = await self.ctx.db.transaction(write)
         run, events, stopped = started.run, started.events, started.stopped

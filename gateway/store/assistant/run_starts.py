@@ -55,9 +55,13 @@ class RunStart:
 
 
 def start_run(conn: Connection, user_id: int, session_id: str, columns: dict[str, Any],
-              messages: list[dict[str, Any]], run: dict[str, Any], now: datetime) -> RunStart:
-    """Interrupt, save, create (``columns``: the session's; ``run``: the new run's values)."""
-    existing = check_writable(conn, user_id, session_id, allow_active_run=True)
+              messages: list[dict[str, Any]], run: dict[str, Any], now: datetime, *,
+              generated: bool = False) -> RunStart:
+    """Interrupt, save, create (``columns``: the session's; ``run``: the new run's values).
+    ``generated``: the session id was just made up (80 random bits), so no session has it
+    and there is nothing to look up."""
+    existing = None if generated else check_writable(conn, user_id, session_id,
+                                                     allow_active_run=True)
     events: list[RunEventRow] = []
     stopped: list[str] = []
     if existing is None:
