@@ -53,9 +53,7 @@ from gateway.store.assistant.event_batches import Answer
 from gateway.store.assistant.refused import conflict, missing
 from gateway.store.assistant.rows import RunEventRow, RunRow
 from gateway.store.assistant.runs import find_run
-from gateway.store.assistant.sessions import (
-    is_internal,
-)
+from gateway.store.assistant.sessions import is_internal
 from gateway.store.connector_tasks import active_for_run
 from gateway.store.pool import DBRunner
 from gateway.v1.internal_call import InternalChat
