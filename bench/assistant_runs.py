@@ -167,16 +167,34 @@ def run_record(port: int, token: str, run_id: str) -> dict[str, Any]:
 
 def round_ms(port: int, token: str, run_id: str, rounds: int) -> list[float]:
     """Wall ms of each model round of a completed run, from its events' timestamps."""
+    return [(b - a).total_seconds() * 1000
+            for a, b in pairwise(round_marks(port, token, run_id, rounds))]
+
+
+def round_marks(port: int, token: str, run_id: str, rounds: int) -> list[datetime]:
+    """When each model round of a completed run began, and when it ended (``done``)."""
     run = run_record(port, token, run_id)
     if run["status"] != "completed" or run["current_round"] != rounds:
         raise SystemExit(f"run {run_id} ended {run['status']} after {run['current_round']} "
                          f"rounds: {run}")
     _status, events = request(port, "GET", f"/api/user/advanced-chat/runs/{run_id}/events",
                               token)
-    marks = [datetime.fromisoformat(e["created_at"]) for e in events
-             if (e["event"] == "status" and e["payload"].get("message") == "model_round")
-             or e["event"] == "done"]
-    return [(b - a).total_seconds() * 1000 for a, b in pairwise(marks)]
+    return [datetime.fromisoformat(e["created_at"]) for e in events
+            if (e["event"] == "status" and e["payload"].get("message") == "model_round")
+            or e["event"] == "done"]
+
+
+def in_flight(marks: list[list[datetime]]) -> dict[str, float]:
+    """Little's law over the runs' rounds: how many rounds were in flight on average (the sum
+    of the rounds' walls over the span from the first round's start to the last run's end),
+    and the span per round (what one more round costs in wall time on this process when it
+    is saturated).  A round's wall at saturation is about the first times the second: when
+    runs start faster, more of them are in their rounds at once and each round waits longer
+    behind the others, however cheap a round is."""
+    spans = [(b - a).total_seconds() for m in marks for a, b in pairwise(m)]
+    span = (max(m[-1] for m in marks) - min(m[0] for m in marks)).total_seconds()
+    return {"rounds_in_flight_mean": round(sum(spans) / span, 1),
+            "span_ms_per_round": round(span * 1000 / len(spans), 3)}
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -215,10 +233,10 @@ def concurrent_phase(port: int, metrics_port: int, pid: int, token: str, model: 
     while any(run_record(port, token, r)["status"] not in TERMINAL for r in run_ids):
         time.sleep(0.5)
     with ThreadPoolExecutor(8) as pool:
-        walls = [w for ws in pool.map(lambda r: round_ms(port, token, r, rounds), run_ids)
-                 for w in ws]
+        marks = list(pool.map(lambda r: round_marks(port, token, r, rounds), run_ids))
+    walls = [(b - a).total_seconds() * 1000 for m in marks for a, b in pairwise(m)]
     return {"runs": runs, "rounds": len(walls), "wall_s": round(wall, 2),
-            **overhead(walls, upstream), "per_round": cost}
+            **overhead(walls, upstream), **in_flight(marks), "per_round": cost}
 
 
 def reference_phase(port: int, metrics_port: int, pid: int, key: str,
@@ -379,6 +397,8 @@ def main(argv: list[str] | None = None) -> None:
             "serial_overhead_p99_ms": ("one_at_a_time", "overhead_p99_ms"),
             "concurrent_overhead_p50_ms": ("concurrent", "overhead_p50_ms"),
             "concurrent_overhead_p99_ms": ("concurrent", "overhead_p99_ms"),
+            "concurrent_rounds_in_flight_mean": ("concurrent", "rounds_in_flight_mean"),
+            "concurrent_span_ms_per_round": ("concurrent", "span_ms_per_round"),
             "cpu_ms_per_round": ("concurrent", "per_round", "cpu_ms"),
             "db_transactions_per_round": ("concurrent", "per_round", "db_transactions"),
             "cpu_ms_per_v1_call": ("reference_v1", "per_call", "cpu_ms"),

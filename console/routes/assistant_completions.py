@@ -17,7 +17,7 @@ from console.context import ConsoleContext
 from console.http import ApiError, make_app, read_object, write_json
 from gateway.assistant.chat_completion import ChatCompletion
 from gateway.assistant.completion_request import read_completion
-from gateway.assistant.preparation import prepare
+from gateway.assistant.preparation import Prepared, prepare
 from gateway.assistant.run_loop import LoopCancelled, LoopFailed
 from gateway.assistant.run_service import RunService
 from gateway.store.assistant.refused import Refused
@@ -76,10 +76,13 @@ class CompletionRoutes:
             if not settings.enabled:
                 raise ApiError(403, "Agent chat is disabled")
             user_id, now = user["id"], self.ctx.now()
-            prepared = await self.ctx.db.transaction(
-                lambda conn: prepare(conn, user_id, completion, settings, now))
-            if completion.background:
-                return write_json(request, 202, await self.runs.start_run(user_id, prepared))
+
+            def prepared_in(conn: Any) -> Prepared:
+                return prepare(conn, user_id, completion, settings, now)
+
+            if completion.background:  # prepared in the run's starting transaction
+                return write_json(request, 202, await self.runs.start_run(user_id, prepared_in))
+            prepared = await self.ctx.db.transaction(prepared_in)
             chat = ChatCompletion(self.runs.ctx, user_id, prepared,
                                   self.runs.model_caller(user_id), self.runs.mcp)
             await chat.save_session()

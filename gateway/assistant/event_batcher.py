@@ -1,4 +1,5 @@
-"""Run events written in group commits (agents contract §1.10; the settler's pattern).
+"""Run events written in group commits (agents contract §1.10; the settler's pattern), runs'
+starts and finishes included.
 
 Why: with many runs in flight one transaction per event is most of a round's overhead -- each
 commit is a thread hop and database work on a thread that competes with the reactor for the
@@ -22,7 +23,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
-from gateway.store.assistant.event_batches import PendingEvent, append_batch
+from gateway.store.assistant.event_batches import Answer, PendingEvent, append_batch
 from gateway.store.assistant.rows import RunEventRow, RunRow
 from gateway.store.pool import DBRunner
 
@@ -39,11 +40,13 @@ class _Item:
     payload: dict[str, Any]
     values: dict[str, Any]
     now: datetime
+    starts: bool = False
+    answer: Answer | None = None
     done: Deferred[RunEventRow | None] = field(default_factory=Deferred)
 
     def pending(self) -> PendingEvent:
         return PendingEvent(self.run.id, self.run.session_id, self.event, self.payload,
-                            self.values, self.now)
+                            self.values, self.now, self.starts, self.answer)
 
 
 def _write_all(conn: Any, items: list[_Item]) -> list[RunEventRow | None]:
@@ -65,8 +68,11 @@ class EventBatcher:
     batch_sizes: list[int] = field(default_factory=list)
 
     def write(self, run: RunRow, event: str, payload: dict[str, Any],
-              values: dict[str, Any] | None, now: datetime) -> Deferred[RunEventRow | None]:
-        item = _Item(run, event, payload, dict(values or {}), now)
+              values: dict[str, Any] | None, now: datetime, *, starts: bool = False,
+              answer: Answer | None = None) -> Deferred[RunEventRow | None]:
+        """Queue one event (``starts``: the run's start; ``answer``: its finish, see
+        ``event_batches``); answers the row once committed, None when it was not written."""
+        item = _Item(run, event, payload, dict(values or {}), now, starts, answer)
         self._queue.append(item)
         self._schedule()
         return item.done

@@ -40,6 +40,7 @@ from gateway.assistant.run_loop import (
     LoopCancelled,
     LoopFailed,
     LoopLimits,
+    LoopOutcome,
     ModelCaller,
     RunLoop,
 )
@@ -48,15 +49,12 @@ from gateway.assistant.sandbox_binding import requires_credit
 from gateway.assistant.tool_set import Tool
 from gateway.context import GatewayContext
 from gateway.links.tasks import ConnectorTasks
-from gateway.store.assistant import run_outcomes
+from gateway.store.assistant import run_outcomes, run_starts
+from gateway.store.assistant.event_batches import Answer
 from gateway.store.assistant.refused import conflict, missing
 from gateway.store.assistant.rows import RunEventRow, RunRow
-from gateway.store.assistant.runs import active_runs, append_event, create_run, find_run, transition
-from gateway.store.assistant.sessions import (
-    check_writable,
-    is_internal,
-    save_session,
-)
+from gateway.store.assistant.runs import find_run
+from gateway.store.assistant.sessions import is_internal
 from gateway.store.connector_tasks import active_for_run
 from gateway.store.pool import DBRunner
 
@@ -139,6 +137,31 @@ class _RunSink:
         pending, self._pending = self._pending, []
         await DeferredList(pending)
 
+    async def start(self) -> bool:
+        """``queued -> running`` with ``assistant_started`` and ``loading_tools`` (§1.8 step 2,
+        3), in the same group commit; False when the run was stopped before (nothing
+        written)."""
+        now = self.service.ctx.now()
+        started = self.service.append(self.run, "status", {"message": "assistant_started"}, {
+            "status": "running", "status_message": "loading_tools", "started_at": now},
+            starts=True)
+        loading = self.service.append(self.run, "status", {"message": "loading_tools"})
+        loading.addErrback(lambda f: log.failure("writing run event loading_tools failed", f))
+        self._pending.append(loading)
+        return await started is not None
+
+    async def finish(self, outcome: LoopOutcome) -> None:
+        """§1.8 step 10: ``completed`` with the answer and the ``done`` event, after every
+        event emitted before it (the writer keeps their order)."""
+        details, cost, now = outcome.details, outcome.cost_nanos, self.service.ctx.now()
+        result = outcome.result()
+        await self.service.append(self.run, "done", result, {
+            "status": "completed", "status_message": "completed", "cost_nanos": cost,
+            "tool_call_details": details, "tool_calls": len(details), "finished_at": now,
+            "lease_expires_at": None}, answer=Answer(
+                self.run.assistant_message_id, {**result["message"], "tool_calls": details},
+                cost))
+
 
 @dataclass
 class RunService:
@@ -151,7 +174,8 @@ class RunService:
     workers: dict[str, _Worker] = field(default_factory=dict)
     #: extra tools for a run, asked once its own tools are built (the studio's tools)
     tool_hooks: list[Callable[[RunTools], list[Tool]]] = field(default_factory=list)
-    #: told the id of every run whose worker on this node ended (studio outcomes at once)
+    #: told the id of every internal studio run whose worker on this node ended (studio
+    #: outcomes at once)
     finish_hooks: list[Callable[[str], Coroutine[Any, Any, None]]] = field(default_factory=list)
     _unsubscribe: Any = None
     _renewer: LoopingCall | None = None
@@ -190,13 +214,16 @@ class RunService:
     # --- events ---------------------------------------------------------------------------
 
     def append(self, run: RunRow, event: str, payload: dict[str, Any],
-               values: dict[str, Any] | None = None) -> Deferred[RunEventRow | None]:
+               values: dict[str, Any] | None = None, *, starts: bool = False,
+               answer: Answer | None = None) -> Deferred[RunEventRow | None]:
         """A progress event of a live run; none once the run has ended (a stop's ``cancelled``
         stays the last event even when the worker was mid-step).  Written in a group commit
-        with the other runs' events (``event_batcher``) and announced after it."""
+        with the other runs' events (``event_batcher``) and announced after it; the run's
+        start and finish too (``starts``, ``answer``)."""
         if self._events is None:
             self._events = EventBatcher(self.ctx.db, self.ctx.reactor, self.announce)
-        return self._events.write(run, event, payload, values, self.ctx.now())
+        return self._events.write(run, event, payload, values, self.ctx.now(), starts=starts,
+                                  answer=answer)
 
     def announce(self, rows: list[RunEventRow]) -> None:
         for row in rows:
@@ -206,44 +233,41 @@ class RunService:
 
     # --- start ----------------------------------------------------------------------------
 
-    async def start_run(self, user_id: int, prepared: Prepared) -> dict[str, Any]:
+    async def start_run(self, user_id: int,
+                        prepared: Prepared | Callable[[Any], Prepared]) -> dict[str, Any]:
         """Interrupt the session's active runs, save the session with an empty answer and a
-        ``queued`` run in one transaction, start the worker; the 202 body."""
-        request = prepared.request
-        now = self.ctx.now()
-        session_id = request.session_id or random_id("acs")
-        request.session_id = session_id
-        messages, answer_id = session_messages(prepared)
-        timeout = (self.settings.agent_group_run_timeout if request.mode == "agent_group"
-                   else self.settings.assistant_run_timeout)
+        ``queued`` run in one transaction, start the worker; the 202 body.  ``prepared`` may
+        be the function that prepares the completion (§1.8 step 1): it then runs in that same
+        transaction, so a run's whole 202 is one."""
+        settings, now = self.settings, self.ctx.now()
 
-        def write(conn: Any) -> tuple[Any, RunRow, list[RunEventRow], list[str]]:
-            check_writable(conn, user_id, session_id, allow_active_run=True)
-            events: list[RunEventRow] = []
-            stopped: list[str] = []
-            for active in active_runs(conn, session_id):
-                events += run_outcomes.cancel(conn, active, now, interrupted=True)
-                stopped.append(active.id)
-            saved = save_session(conn, user_id, session_id, session_columns(prepared),
-                                 messages, now, allow_active_run=True)
-            run = create_run(conn, {
-                "id": random_id(RUN), "user_id": user_id, "session_id": session_id,
-                "assistant_message_id": answer_id, "mode": request.mode, "status": "queued",
-                "request": {"model": prepared.model}, "node_name": self.node_name,
-                "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
-                "deadline_at": now + timedelta(seconds=timeout)}, now)
-            # the session as saved, its newest run now this one (no second read)
-            return replace(saved, latest_run=run), run, events, stopped
+        def write(conn: Any) -> tuple[Prepared, int, run_starts.RunStart]:
+            ready = prepared if isinstance(prepared, Prepared) else prepared(conn)
+            request = ready.request
+            generated = not request.session_id
+            session_id = request.session_id or random_id("acs")
+            request.session_id = session_id
+            messages, answer_id = session_messages(ready)
+            timeout = (settings.agent_group_run_timeout if request.mode == "agent_group"
+                       else settings.assistant_run_timeout)
+            return ready, timeout, run_starts.start_run(
+                conn, user_id, session_id, session_columns(ready), messages, {
+                    "id": random_id(RUN), "user_id": user_id, "session_id": session_id,
+                    "assistant_message_id": answer_id, "mode": request.mode,
+                    "request": {"model": ready.model}, "node_name": self.node_name,
+                    "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+                    "deadline_at": now + timedelta(seconds=timeout)}, now, generated=generated)
 
-        stored, run, events, stopped = await self.ctx.db.transaction(write)
+        ready, timeout, started = await self.ctx.db.transaction(write)
+        run, events, stopped = started.run, started.events, started.stopped
         self.announce(events)
         for run_id in stopped:
             self._cancel_worker(run_id)
         worker = _Worker(run, _RunSink(self, run))
         self.workers[run.id] = worker
-        worker.done = ensureDeferred(self._work(worker, user_id, prepared, timeout))
+        worker.done = ensureDeferred(self._work(worker, user_id, ready, timeout))
         worker.done.addErrback(lambda f: log.failure("assistant run crashed", f))
-        return {"session": session_view(stored), "run": run_view(run)}
+        return {"session": session_view(started.session), "run": run_view(run)}
 
     # --- the worker -----------------------------------------------------------------------
 
@@ -252,10 +276,8 @@ class RunService:
         run = worker.run
         deadline = None
         try:
-            started = await self.ctx.db.transaction(self._start, run, self.ctx.now())
-            if not started:
+            if not await worker.sink.start():
                 return
-            self.announce(started)
             deadline = self.ctx.clock.callLater(timeout, self._timed_out, worker)
             connector = self._connector(run, prepared)
             if connector is not None and prepared.checker is not None:
@@ -263,6 +285,7 @@ class RunService:
             try:
                 tools = await build_tools(prepared, self.mcp, connector)
             except McpUnavailable as exc:
+                await worker.sink.written()  # ``loading_tools`` before the ``error``
                 await self._fail(run, str(exc), 0, [])
                 return
             hooked = RunTools(run=run, prepared=prepared, connector=connector,
@@ -290,45 +313,34 @@ class RunService:
             if deadline is not None and deadline.active():
                 deadline.cancel()
             self.workers.pop(run.id, None)
-            for finished in self.finish_hooks:
+            # only a studio operations run has an outcome to record (no transaction for others)
+            internal = prepared.team is not None and prepared.team.internal
+            for finished in self.finish_hooks if internal else ():
                 ensureDeferred(finished(run.id)).addErrback(
                     lambda f: log.failure("a run finish hook failed", f))
-
-    @staticmethod
-    def _start(conn: Any, run: RunRow, now: Any) -> list[RunEventRow]:
-        """``queued -> running`` and the first two events, in one transaction (none: the run
-        was stopped before its worker started)."""
-        if not transition(conn, run.id, {"status": "running", "status_message": "loading_tools",
-                                         "started_at": now}, now, from_statuses=("queued",)):
-            return []
-        return [append_event(conn, run.id, run.session_id, "status", {"message": message}, now)
-                for message in ("assistant_started", "loading_tools")]
 
     async def _drive(self, worker: _Worker) -> None:
         run, loop = worker.run, worker.loop
         assert loop is not None
         try:
-            try:
-                outcome = await loop.run()
-            finally:
-                await worker.sink.written()  # the terminal event comes after all of them
+            outcome = await loop.run()
         except LoopCancelled:
+            await worker.sink.written()
             await self.ctx.db.transaction(lambda conn: run_outcomes.record_cost(
                 conn, run.id, loop.cost_nanos, self.ctx.now()))
             return
         except LoopFailed as failure:
+            await worker.sink.written()  # the terminal event comes after all of them
             await self._fail(run, failure.message, loop.cost_nanos, loop.details)
             return
         except Exception:
             log.failure("assistant run {run} failed", run=run.id)
+            await worker.sink.written()
             await self._fail(run, "Assistant run failed: internal error", loop.cost_nanos,
                              loop.details)
             return
-        now = self.ctx.now()
-        event = await self.ctx.db.transaction(lambda conn: run_outcomes.finish(
-            conn, run, outcome.result(), outcome.details, outcome.cost_nanos, now))
-        if event is not None:
-            self.announce([event])
+        # the writer keeps ``done`` after every event emitted before it (no wait needed)
+        await worker.sink.finish(outcome)
 
     async def _fail(self, run: RunRow, error: str, cost_nanos: int,
                     details: list[dict[str, Any]]) -> None:

@@ -55,13 +55,15 @@ def _where_key(user_id: int, key: str) -> Any:
 
 
 def find_agent(conn: Connection, user_id: int, key: str, now: datetime) -> AgentRow | None:
-    """The user's agent with client id ``key`` (the default one is created if needed)."""
-    if key == DEFAULT_KEY:
-        ensure_default(conn, user_id, now)
+    """The user's agent with client id ``key`` (the default one is created if needed: one
+    read when it exists, as it does after the user's first completion)."""
     where = _where_key(user_id, key)
     if where is None:
         return None
     found = conn.execute(select(TABLE).where(where)).mappings().first()
+    if found is None and key == DEFAULT_KEY:
+        ensure_default(conn, user_id, now)
+        found = conn.execute(select(TABLE).where(where)).mappings().first()
     return row_of(AgentRow, found) if found is not None else None
 
 

@@ -1,10 +1,19 @@
-"""Progress events of many runs appended in one transaction (agents contract §1.9, §1.10).
+"""Events of many runs appended in one transaction, runs' starts and finishes included
+(agents contract §1.8 steps 2 and 10, §1.9, §1.10).
 
 Why its own module: the group-commit writer (``gateway/assistant/event_batcher.py``) hands
 over whole batches, and a batch costs a fixed handful of statements however many events and
 runs it holds: the runs' rows are read and locked once, ``seq`` is read once per batch, the
-events go in with one multi-row insert, and each run's row (progress columns, merged tool-call
-details) is updated once.
+events go in with one multi-row insert, each run's row (progress columns, merged tool-call
+details) is updated once -- runs changing the same columns in one ``executemany`` -- and the
+finished runs' assistant messages in one ``executemany``.
+
+Why starts and finishes go through it too: they are the two writes every run makes besides its
+events, and with many runs at once a transaction each queues in front of every run's rounds.
+A start (``queued -> running``) is written only while the run is still queued; a finish (the
+``done`` event: ``completed``, the answer into the assistant message) only while the run is
+active, and nothing of that run is written after it.  A finish that comes too late (the run was
+stopped meanwhile) still records the run's cost when it is higher than the stored one.
 
 Why the lock: several nodes append events to one run -- the worker on one node, a stop, an
 approval or a lease sweep on another.  The run's row is read ``FOR UPDATE`` (runs in id order,
@@ -12,8 +21,8 @@ so two batches never wait on each other in a circle) before anything else, which
 PostgreSQL makes "the run is still active" and "``seq`` = stored maximum + 1" hold until the
 commit: a stop elsewhere either commits first (then the batch sees the run ended and writes
 nothing for it) or waits for the batch (then its ``cancelled`` event numbers after the batch's
-events).  Every other append (start, finish, fail, cancel) first moves the run with a guarded
-``UPDATE``, which takes the same row lock.  SQLite has one writer at a time and needs none.
+events).  Every other append (fail, cancel) first moves the run with a guarded ``UPDATE``,
+which takes the same row lock.  SQLite has one writer at a time and needs none.
 """
 
 from __future__ import annotations
@@ -22,14 +31,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from gateway.store import schema
 from gateway.store.assistant.rows import ACTIVE_RUN_STATUSES, RunEventRow
+from gateway.store.assistant.run_outcomes import record_cost
 
 RUNS = schema.assistant_runs
 EVENTS = schema.assistant_run_events
+MESSAGES = schema.assistant_messages
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a finish writes besides the run's columns: the assistant message's columns and
+    the cost to keep if the run ended before the finish got to it."""
+
+    message_id: str
+    message: dict[str, Any]
+    cost_nanos: int
 
 
 @dataclass(frozen=True)
@@ -42,6 +63,10 @@ class PendingEvent:
     payload: Any
     values: dict[str, Any]
     now: datetime
+    #: the run's start: written only while the run is queued (``values`` make it running)
+    starts: bool = False
+    #: the run's finish: its last event (``values`` end the run)
+    answer: Answer | None = None
 
 
 def merged_details(details: list[dict[str, Any]], detail: dict[str, Any]
@@ -61,37 +86,98 @@ def merged_details(details: list[dict[str, Any]], detail: dict[str, Any]
     return out
 
 
-def lock_active_runs(conn: Connection, run_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """The active runs among ``run_ids``, locked until the commit: id -> tool-call details."""
+@dataclass
+class _Live:
+    """An active run as the batch goes through its items."""
+
+    status: str
+    details: list[dict[str, Any]]
+
+
+def lock_active_runs(conn: Connection, run_ids: list[str]) -> dict[str, _Live]:
+    """The active runs among ``run_ids``, locked until the commit."""
     rows = conn.execute(select(RUNS.c.id, RUNS.c.status, RUNS.c.tool_call_details)
                         .where(RUNS.c.id.in_(sorted(run_ids))).order_by(RUNS.c.id)
                         .with_for_update())
-    return {run_id: list(details or []) for run_id, status, details in rows
+    return {run_id: _Live(status, list(details or [])) for run_id, status, details in rows
             if status in ACTIVE_RUN_STATUSES}
 
 
+def _writes(live: dict[str, _Live], item: PendingEvent) -> bool:
+    """Whether ``item`` is written, and what it does to its run's state in this batch."""
+    run = live.get(item.run_id)
+    if run is None or (item.starts and run.status != "queued"):
+        return False
+    run.status = item.values.get("status", run.status)
+    if item.answer is not None:
+        del live[item.run_id]  # ended: nothing of it after its last event
+    return True
+
+
+#: a finished run's assistant message, one ``executemany`` per batch
+_ANSWER = (update(MESSAGES)
+           .where(MESSAGES.c.session_id == bindparam("b_session"),
+                  MESSAGES.c.id == bindparam("b_message"))
+           .values(content=bindparam("b_content"), content_parts=bindparam("b_parts"),
+                   tool_calls=bindparam("b_calls"), updated_at=bindparam("b_now")))
+
+
+#: ``UPDATE`` of the runs' rows per set of changed columns, built once
+_RUN_UPDATES: dict[tuple[str, ...], Any] = {}
+
+
+def _update_runs(conn: Connection, changes: dict[str, dict[str, Any]]) -> None:
+    """Each run's changed columns; runs that change the same columns (most of a batch: a
+    ``model_round``, a tool call) share one ``executemany``."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for run_id, change in changes.items():
+        columns = tuple(sorted(change))
+        groups.setdefault(columns, []).append(
+            {"b_id": run_id, **{f"b_{name}": value for name, value in change.items()}})
+    for columns, parameters in groups.items():
+        statement = _RUN_UPDATES.get(columns)
+        if statement is None:
+            statement = _RUN_UPDATES.setdefault(columns, update(RUNS).where(
+                RUNS.c.id == bindparam("b_id")).values(
+                {name: bindparam(f"b_{name}") for name in columns}))
+        conn.execute(statement, parameters)
+
+
 def append_batch(conn: Connection, items: list[PendingEvent]) -> list[RunEventRow | None]:
-    """Write ``items`` in order; None for each item whose run has ended (nothing written)."""
+    """Write ``items`` in order; None for each item not written (its run has ended, or a
+    start found the run no longer queued)."""
     run_ids = list(dict.fromkeys(item.run_id for item in items))
-    details = lock_active_runs(conn, run_ids)
-    live = [run_id for run_id in run_ids if run_id in details]
-    if not live:
+    live = lock_active_runs(conn, run_ids)
+    details = {run_id: run.details for run_id, run in live.items()}
+    written = [_writes(live, item) for item in items]
+    for item, wrote in zip(items, written, strict=True):
+        if not wrote and item.answer is not None:
+            record_cost(conn, item.run_id, item.answer.cost_nanos, item.now)
+    runs = list(dict.fromkeys(item.run_id for item, wrote in zip(items, written, strict=True)
+                              if wrote))
+    if not runs:
         return [None] * len(items)
     last_seq = dict(conn.execute(
-        select(EVENTS.c.run_id, func.max(EVENTS.c.seq)).where(EVENTS.c.run_id.in_(live))
+        select(EVENTS.c.run_id, func.max(EVENTS.c.seq)).where(EVENTS.c.run_id.in_(runs))
         .group_by(EVENTS.c.run_id)).all())
     changes: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
-    for item in items:
-        if item.run_id not in details:
+    answers: list[dict[str, Any]] = []
+    for item, wrote in zip(items, written, strict=True):
+        if not wrote:
             continue
         change = changes.setdefault(item.run_id, {})
-        change.update(item.values)
-        change["updated_at"] = item.now
         if item.event == "tool_call" and isinstance(item.payload, dict):
             details[item.run_id] = merged_details(details[item.run_id], item.payload)
-            change["tool_call_details"] = details[item.run_id]
-            change["tool_calls"] = len(details[item.run_id])
+            change.update(tool_call_details=details[item.run_id],
+                          tool_calls=len(details[item.run_id]))
+        change.update(item.values)
+        change["updated_at"] = item.now
+        if item.answer is not None:
+            answers.append({"b_session": item.session_id, "b_message": item.answer.message_id,
+                            "b_content": item.answer.message["content"],
+                            "b_parts": item.answer.message["content_parts"],
+                            "b_calls": item.answer.message["tool_calls"], "b_now": item.now})
         seq = int(last_seq.get(item.run_id) or 0) + 1
         last_seq[item.run_id] = seq
         rows.append({"run_id": item.run_id, "session_id": item.session_id, "seq": seq,
@@ -100,7 +186,8 @@ def append_batch(conn: Connection, items: list[PendingEvent]) -> list[RunEventRo
     # order the database returns them in
     keys = {(run_id, seq): key for key, run_id, seq in conn.execute(
         EVENTS.insert().returning(EVENTS.c.id, EVENTS.c.run_id, EVENTS.c.seq), rows)}
-    for run_id, change in changes.items():
-        conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**change))
-    written = iter(RunEventRow(id=int(keys[row["run_id"], row["seq"]]), **row) for row in rows)
-    return [next(written) if item.run_id in details else None for item in items]
+    _update_runs(conn, changes)
+    if answers:
+        conn.execute(_ANSWER, answers)
+    stored = iter(RunEventRow(id=int(keys[row["run_id"], row["seq"]]), **row) for row in rows)
+    return [next(stored) if wrote else None for wrote in written]

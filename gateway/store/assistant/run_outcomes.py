@@ -1,4 +1,5 @@
-"""How a run ends, in SQL: finish, fail, stop and the lease sweep (agents contract §1.9-§1.11).
+"""How a run ends, in SQL: fail, stop and the lease sweep (agents contract §1.9-§1.11); a
+finish goes with the run's events (``event_batches``).
 
 A separate module from ``runs`` (the record and its events) because these writes touch three
 tables at once -- the run, its assistant message and its connector tasks -- and must do so in
@@ -36,22 +37,6 @@ def update_message(conn: Connection, session_id: str, message_id: str, values: d
     if only_if_empty:
         query = query.where(MESSAGES.c.content == "")
     conn.execute(query.values(**values, updated_at=now))
-
-
-def finish(conn: Connection, run: RunRow, result: dict[str, Any], details: list[dict[str, Any]],
-           cost_nanos: int, now: datetime) -> RunEventRow | None:
-    """``running -> completed`` with the answer; the ``done`` event (None: already ended)."""
-    if not transition(conn, run.id, {
-            "status": "completed", "status_message": "completed", "cost_nanos": cost_nanos,
-            "tool_call_details": details, "tool_calls": len(details), "finished_at": now,
-            "lease_expires_at": None}, now):
-        record_cost(conn, run.id, cost_nanos, now)
-        return None
-    message = result["message"]
-    update_message(conn, run.session_id, run.assistant_message_id, {
-        "content": message["content"], "content_parts": message["content_parts"],
-        "tool_calls": details}, now)
-    return append_event(conn, run.id, run.session_id, "done", result, now)
 
 
 def fail(conn: Connection, run: RunRow, error: str, now: datetime, *, cost_nanos: int = 0,

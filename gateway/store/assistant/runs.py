@@ -29,12 +29,19 @@ EVENTS = schema.assistant_run_events
 EVENT_PAGE = 200
 
 
+#: the columns a new run has unless ``create_run`` is given them (the table's defaults)
+NEW_RUN: dict[str, Any] = {
+    "status": "queued", "status_message": "", "current_round": 0, "error_message": "",
+    "cost_nanos": 0, "tool_calls": 0, "tool_call_details": [], "request": {}, "node_name": "",
+    "lease_expires_at": None, "deadline_at": None, "started_at": None, "finished_at": None}
+
+
 def create_run(conn: Connection, values: dict[str, Any], now: datetime) -> RunRow:
     """Insert a run (``values`` holds at least id, user_id, session_id, assistant_message_id,
-    mode); it starts ``queued``."""
-    conn.execute(RUNS.insert().values(**values, created_at=now, updated_at=now))
-    found = conn.execute(select(RUNS).where(RUNS.c.id == values["id"])).mappings().one()
-    return row_of(RunRow, found)
+    mode); it starts ``queued``.  The row is answered as written, not read back."""
+    row = {**NEW_RUN, **values, "created_at": now, "updated_at": now}
+    conn.execute(RUNS.insert(), row)
+    return row_of(RunRow, row)
 
 
 def find_run(conn: Connection, run_id: str, user_id: int | None = None) -> RunRow | None:

@@ -93,14 +93,22 @@ def save_session(conn: Connection, user_id: int, session_id: str, values: dict[s
 
 
 def replace_messages(conn: Connection, session_id: str, messages: list[dict[str, Any]],
-                     now: datetime) -> None:
+                     now: datetime) -> list[MessageRow]:
+    """The session's messages are now ``messages`` (by position); answered as written."""
     conn.execute(delete(MESSAGES).where(MESSAGES.c.session_id == session_id))
-    if messages:
-        conn.execute(MESSAGES.insert(), [
-            {"content_parts": [], "tool_calls": [], **message, "session_id": session_id,
-             "position": position, "created_at": message.get("created_at") or now,
-             "updated_at": now}
-            for position, message in enumerate(messages)])
+    return insert_messages(conn, session_id, messages, now)
+
+
+def insert_messages(conn: Connection, session_id: str, messages: list[dict[str, Any]],
+                    now: datetime) -> list[MessageRow]:
+    """``messages`` (by position) into a session that has none; answered as written."""
+    rows = [{"content": "", "content_parts": [], "tool_calls": [], **message,
+             "session_id": session_id, "position": position,
+             "created_at": message.get("created_at") or now, "updated_at": now}
+            for position, message in enumerate(messages)]
+    if rows:
+        conn.execute(MESSAGES.insert(), rows)
+    return [row_of(MessageRow, row) for row in rows]
 
 
 def _messages(conn: Connection, session_ids: list[str]) -> dict[str, list[MessageRow]]:

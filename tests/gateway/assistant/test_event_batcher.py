@@ -3,7 +3,9 @@
 Events queued in one reactor turn share one transaction; each run's ``seq`` still counts up
 from 1 in the order its events were queued; a run that ended gets no more events; a batch
 that fails is written item by item so only the bad event fails; the bus announcement gets the
-committed rows in order.
+committed rows in order.  Runs' starts and finishes share those batches: each run gets exactly
+its own columns, message and events, a start only moves a queued run, nothing of a run is
+written after its finish, and a finish that fails fails only its own run.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
 
 from gateway.assistant.event_batcher import EventBatcher
+from gateway.store.assistant.event_batches import Answer
 from gateway.store.assistant.rows import RunEventRow, RunRow
-from gateway.store.assistant.runs import create_run, events_after, transition
-from gateway.store.assistant.sessions import save_session
+from gateway.store.assistant.runs import create_run, events_after, find_run, transition
+from gateway.store.assistant.sessions import get_session, save_session
 from tests.gateway.gateway_case import GatewayTestCase
 
 
 class EventBatcherTests(GatewayTestCase):
-    async def runs(self, count: int) -> list[RunRow]:
+    async def runs(self, count: int, status: str = "running") -> list[RunRow]:
         await self.provision()
         now = self.ctx.now()
 
@@ -37,7 +40,7 @@ class EventBatcherTests(GatewayTestCase):
                 made.append(create_run(conn, {
                     "id": f"acr-{index}", "user_id": self.user_id, "session_id": session,
                     "assistant_message_id": f"acm-{index}", "mode": "assistant",
-                    "status": "running", "node_name": "n",
+                    "status": status, "node_name": "n",
                     "lease_expires_at": now + timedelta(seconds=60)}, now))
             return made
 
@@ -70,8 +73,9 @@ class EventBatcherTests(GatewayTestCase):
         assert current.json()["current_round"] == 5
 
     async def test_a_batch_costs_a_few_statements_however_many_events(self) -> None:
-        """Lock + seq read + one multi-row insert + one update per run (tool-call details
-        merged in memory), not four statements per event."""
+        """Lock + seq read + one multi-row insert + one ``executemany`` update of the runs
+        that changed the same columns (tool-call details merged in memory), not four
+        statements per event nor one update per run."""
         runs = await self.runs(4)
         batcher, _announced = self.batcher()
         now = self.ctx.now()
@@ -94,7 +98,7 @@ class EventBatcherTests(GatewayTestCase):
         rows = await gatherResults(writes)
         assert batcher.batch_sizes == [12] and all(row is not None for row in rows)
         work = [s for s in statements if s not in ("BEGIN", "COMMIT")]
-        assert work == ["SELECT", "SELECT", "INSERT", "UPDATE", "UPDATE", "UPDATE", "UPDATE"]
+        assert work == ["SELECT", "SELECT", "INSERT", "UPDATE"]
         current = await self.call("GET", f"/api/user/advanced-chat/runs/{runs[2].id}",
                                   token=self.user_token)
         assert current.json()["current_round"] == 1
@@ -141,4 +145,104 @@ class EventBatcherTests(GatewayTestCase):
         assert first is not None and second is not None and first.seq == second.seq == 1
         assert await self.stored(two.id) == [(1, "text", {"delta": "fine", "round": 1})]
         assert len(announced) == 2
+        self.flushLoggedErrors(StatementError)
+
+
+    def start(self, batcher: EventBatcher, run: RunRow, now: Any) -> list[Any]:
+        return [batcher.write(run, "status", {"message": "assistant_started"}, {
+                    "status": "running", "status_message": "loading_tools", "started_at": now},
+                    now, starts=True),
+                batcher.write(run, "status", {"message": "loading_tools"}, None, now)]
+
+    def finish(self, batcher: EventBatcher, run: RunRow, now: Any, cost: int,
+               parts: Any = None) -> Any:
+        details = [{"id": "call_1", "round": 1, "name": "tasks_list", "status": "ok",
+                    "arguments": {}, "result": run.id}]
+        message = {"role": "assistant", "content": f"answer {run.id}",
+                   "content_parts": parts if parts is not None else [
+                       {"round": 1, "content": f"answer {run.id}"}]}
+        result = {"message": message, "cost": str(cost), "tool_calls": 1,
+                  "tool_call_details": details}
+        return batcher.write(run, "done", result, {
+            "status": "completed", "status_message": "completed", "cost_nanos": cost,
+            "tool_call_details": details, "tool_calls": 1, "finished_at": now,
+            "lease_expires_at": None}, now, answer=Answer(
+                run.assistant_message_id, {**message, "tool_calls": details}, cost))
+
+    async def session_answer(self, run: RunRow) -> dict[str, Any]:
+        stored = await self.ctx.db.transaction(get_session, self.user_id, run.session_id)
+        [message] = [m for m in stored.messages if m.id == run.assistant_message_id]
+        return {"content": message.content, "parts": message.content_parts,
+                "calls": message.tool_calls}
+
+    async def test_many_runs_start_and_finish_in_one_batch_each_with_its_own_rows(
+            self) -> None:
+        runs = await self.runs(4, status="queued")
+        batcher, announced = self.batcher()
+        now = self.ctx.now()
+        writes = []
+        for number, run in enumerate(runs, 1):
+            writes += self.start(batcher, run, now)
+            writes.append(batcher.write(run, "text", {"delta": run.id, "round": 1}, None, now))
+            writes.append(self.finish(batcher, run, now, cost=number * 1000))
+        rows = await gatherResults(writes)
+        assert batcher.batch_sizes == [16] and all(row is not None for row in rows)
+        assert len(announced) == 16
+        for number, run in enumerate(runs, 1):
+            stored = await self.ctx.db.transaction(find_run, run.id)
+            assert (stored.status, stored.status_message, stored.cost_nanos) == (
+                "completed", "completed", number * 1000)
+            assert stored.started_at is not None and stored.finished_at is not None
+            assert stored.lease_expires_at is None
+            assert [d["result"] for d in stored.tool_call_details] == [run.id]
+            assert [(seq, name) for seq, name, _p in await self.stored(run.id)] == [
+                (1, "status"), (2, "status"), (3, "text"), (4, "done")]
+            assert (await self.stored(run.id))[2][2]["delta"] == run.id
+            assert await self.session_answer(run) == {
+                "content": f"answer {run.id}",
+                "parts": [{"round": 1, "content": f"answer {run.id}"}],
+                "calls": stored.tool_call_details}
+
+    async def test_a_stopped_run_is_not_started_and_nothing_follows_a_finish(self) -> None:
+        stopped, finished, late = await self.runs(3, status="queued")
+        now = self.ctx.now()
+        await self.ctx.db.transaction(lambda conn: transition(
+            conn, stopped.id, {"status": "cancelled"}, now))
+        batcher, _announced = self.batcher()
+        start_rows = await gatherResults(self.start(batcher, stopped, now))
+        assert start_rows == [None, None] and await self.stored(stopped.id) == []
+        assert (await self.ctx.db.transaction(find_run, stopped.id)).status == "cancelled"
+        assert None not in await gatherResults(self.start(batcher, finished, now))
+        done, after = await gatherResults([
+            self.finish(batcher, finished, now, cost=7),
+            batcher.write(finished, "text", {"delta": "late", "round": 1}, None, now)])
+        assert done is not None and after is None
+        assert [p.get("message", p.get("delta")) for _s, e, p in await self.stored(
+            finished.id) if e != "done"] == ["assistant_started", "loading_tools"]
+        # a finish after a stop keeps the run stopped and its message empty, and records the
+        # cost the run's model calls had (higher than the stored one)
+        await self.ctx.db.transaction(lambda conn: transition(
+            conn, late.id, {"status": "cancelled"}, now))
+        assert await self.finish(batcher, late, now, cost=42) is None
+        stored = await self.ctx.db.transaction(find_run, late.id)
+        assert (stored.status, stored.cost_nanos) == ("cancelled", 42)
+        assert (await self.session_answer(late))["content"] == ""
+        assert await self.stored(late.id) == []
+
+    async def test_a_finish_that_fails_fails_only_its_own_run(self) -> None:
+        bad, good = await self.runs(2, status="queued")
+        batcher, _announced = self.batcher()
+        now = self.ctx.now()
+        writes = [*self.start(batcher, bad, now), *self.start(batcher, good, now)]
+        failing = self.finish(batcher, bad, now, cost=5, parts=[object()])
+        finishing = self.finish(batcher, good, now, cost=6)
+        with self.assertRaises(StatementError):
+            await failing
+        assert all(row is not None for row in await gatherResults([*writes, finishing]))
+        assert batcher.batch_sizes[0] == 6
+        assert (await self.ctx.db.transaction(find_run, bad.id)).status == "running"
+        assert [e for _s, e, _p in await self.stored(bad.id)] == ["status", "status"]
+        assert (await self.session_answer(bad))["content"] == ""
+        assert (await self.ctx.db.transaction(find_run, good.id)).status == "completed"
+        assert (await self.session_answer(good))["content"] == f"answer {good.id}"
         self.flushLoggedErrors(StatementError)

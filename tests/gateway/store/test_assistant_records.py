@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from twisted.trial.unittest import TestCase
 
 from gateway.store import migrate, schema
-from gateway.store.assistant import agents, runs, sessions, skills, user_settings
+from gateway.store.assistant import agents, run_starts, runs, sessions, skills, user_settings
 from gateway.store.assistant.refused import Refused
 from tests.support.postgres import postgres_url
 
@@ -173,6 +173,46 @@ class AssistantRecordTests(TestCase):
                 run_id="acr-1", session_id="s1", seq=3, event="text", payload={},
                 created_at=NOW))
         self.assertRaises(IntegrityError, self.tx, duplicate)
+
+    def test_a_run_start_answers_what_a_read_answers(self) -> None:
+        """The 202's transaction reads nothing back: the session (new, then existing with an
+        active run that it interrupts), its messages and the run it answers are what a read
+        of the stored rows gives."""
+        def start(run_id: str, title: str, minutes: int, session_id: str = "s1",
+                  generated: bool = False) -> run_starts.RunStart:
+            columns = {"title": title, "run_mode": "assistant", "agent_id": "default",
+                       "skill_ids": ["3"], "temperature": 0.7, "max_tokens": 64,
+                       "connector_command_prefixes": ["git status"], "internal": False}
+            messages = [{"id": "m1", "role": "user", "content": "hi", "tool_calls": [],
+                         "content_parts": []},
+                        {"id": f"a-{run_id}", "role": "assistant", "content": ""}]
+            when = NOW + timedelta(minutes=minutes)
+            return self.tx(run_starts.start_run, self.alice, session_id, columns, messages, {
+                "id": run_id, "user_id": self.alice, "session_id": session_id,
+                "assistant_message_id": f"a-{run_id}", "mode": "assistant",
+                "request": {"model": "m"}, "node_name": "n1",
+                "lease_expires_at": when + timedelta(seconds=60),
+                "deadline_at": when + timedelta(seconds=600)}, when, generated=generated)
+
+        first = start("acr-1", "One", 0)
+        assert first.events == [] and first.stopped == []
+        assert first.session == self.tx(sessions.get_session, self.alice, "s1")
+        assert first.run == self.tx(runs.find_run, "acr-1")
+        second = start("acr-2", "Two", 1)
+        assert second.stopped == ["acr-1"]
+        assert [e.payload["message"] for e in second.events] == ["cancelled",
+                                                                 "user_interrupted"]
+        assert self.tx(runs.find_run, "acr-1").status == "cancelled"
+        assert second.session == self.tx(sessions.get_session, self.alice, "s1")
+        assert second.session.session.title == "Two"
+        assert second.session.session.created_at == NOW
+        assert second.run == self.tx(runs.find_run, "acr-2")
+        assert self.refused(run_starts.start_run, self.bob, "s1", {}, [], {}, NOW).message \
+            == "Session id is already used"
+        # a session id the server just made up is not looked up first
+        fresh = start("acr-3", "Three", 2, session_id="acs-generated", generated=True)
+        assert fresh.session == self.tx(sessions.get_session, self.alice, "acs-generated")
+        assert fresh.run == self.tx(runs.find_run, "acr-3")
 
 
 class PostgresAssistantRecordTests(AssistantRecordTests):
