@@ -46,6 +46,12 @@ class _WorkerSide(amp.AMP):
         self._owner._deliver(channel, message)
         return {}
 
+    @commands.Recall.responder
+    def recall(self, kind: str, ident: int) -> dict[str, Any]:
+        handler = self._owner.recall_handler
+        returned = handler(kind, ident) if handler is not None else []
+        return {"returned": orjson.dumps(returned)}
+
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         super().connectionLost(reason)
         self._owner._connection_lost(reason)
@@ -71,12 +77,18 @@ class HubState:
         self._ops: list[list[Any]] = []
         self._waiters: list[Deferred[Any] | None] = []
         self._flush_call: Any = None
+        #: answers the hub's recalls of allowances (``HubWallets``): kind, ident -> returned
+        self.recall_handler: Callable[[str, int], list[list[Any]]] | None = None
         #: fires once when the hub connection is lost other than by ``stop``
         self.lost: Deferred[None] = Deferred()
 
     @property
     def available(self) -> bool:
         return self._protocol is not None
+
+    def seconds(self) -> float:
+        """The reactor's clock (how busy an account is, per second)."""
+        return float(self._reactor.seconds())
 
     def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
         """The hub never comes back to a worker (the worker stops instead): never called."""
