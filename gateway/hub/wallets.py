@@ -190,10 +190,13 @@ class HubWallets:
         pause = self.hub.seconds() + RECALL_PAUSE
         sizes: list[list[Any]] = []
         for allowance in self._allowances.values():
-            if (allowance.user_id if kind == RECALL_USER else allowance.key_id) == ident:
+            recalled = (allowance.user_id if kind == RECALL_USER else allowance.key_id) == ident
+            if recalled:
                 allowance.paused_until = pause
                 allowance.size -= max(0, allowance.free)
-            sizes.append([allowance.user_id, allowance.key_id, allowance.size])
+            # the others only when the hub holds (or is granting) something for them
+            if recalled or allowance.size or allowance.asking:
+                sizes.append([allowance.user_id, allowance.key_id, allowance.size])
         return sizes
 
     def _forget_allowances(self, user_id: int | None = None, key_id: int | None = None,
