@@ -7,6 +7,10 @@ it holds that state in memory -- the same objects one process uses alone -- and 
 workers over a Unix socket (``gateway.hub.commands``).  A worker's connection is its identity:
 when it closes (the worker exited or was killed) its money holds are given back at once, so a
 dead worker's reservations never outlive it (contract §7 allows 60 s; this takes none).
+
+A busy worker does not ask per request: it holds an allowance of the accounts it serves
+(``WalletAuthority.grant``, ``gateway.hub.wallets``), and the hub recalls its free part over
+the same connection (``commands.Recall``) when another worker's admission needs it.
 """
 
 from __future__ import annotations
