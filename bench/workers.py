@@ -73,6 +73,22 @@ def tree_cpu(pid: int) -> float:
     return sum(cpu_seconds(member) or 0.0 for member in process_tree(pid))
 
 
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (a supervisor's workers), oldest first."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as listed:
+                found.extend(int(child) for child in listed.read().split())
+        except OSError:
+            pass
+    return sorted(found)
+
+
 def start_gateway(tmp: Path, port: int, workers: int,
                   metrics_port: int) -> subprocess.Popen[bytes]:
     twistd = Path(sys.executable).parent / "twistd"
@@ -190,6 +206,8 @@ async def one_run(workers: int, upstream: subprocess.Popen[bytes], up_port: int,
         body = chat_body("bench-json", False)
         await drive(port, key, body, 2.0, args)  # warm up
         served_before = per_worker_served(metrics_port, workers)
+        worker_pids = children(gateway.pid) if workers > 1 else [gateway.pid]
+        workers_before = [tree_cpu(pid) for pid in worker_pids]
         cpu_before, root_before = tree_cpu(gateway.pid), cpu_seconds(gateway.pid) or 0.0
         up_before = cpu_seconds(upstream.pid) or 0.0
         machine_before, wall_before = machine_cpu(), time.monotonic()
@@ -200,6 +218,8 @@ async def one_run(workers: int, upstream: subprocess.Popen[bytes], up_port: int,
         cpu = tree_cpu(gateway.pid) - cpu_before
         root = (cpu_seconds(gateway.pid) or 0.0) - root_before
         up = (cpu_seconds(upstream.pid) or 0.0) - up_before
+        per_worker_cpu = [tree_cpu(pid) - before
+                          for pid, before in zip(worker_pids, workers_before, strict=True)]
         served_after = per_worker_served(metrics_port, workers)
         served = [None if before is None or after is None else after - before
                   for before, after in zip(served_before, served_after, strict=True)]
@@ -220,6 +240,8 @@ async def one_run(workers: int, upstream: subprocess.Popen[bytes], up_port: int,
                                              / capacity, 3),
                               "idle": round(max(0.0, capacity - machine) / capacity, 3)},
                 "served_per_worker": served,
+                # CPU seconds of each worker process (by pid order, not worker index)
+                "cpu_s_per_worker": [round(value, 2) for value in per_worker_cpu],
                 "first_error": first_error[:200]}
     finally:
         gateway.terminate()
@@ -287,7 +309,7 @@ def main() -> None:
                   f"{run['driver_cpu_ms_per_request']:>14}"
                   f"{run['upstream_cpu_ms_per_request']:>16}"
                   f"{run['supervisor_cpu_ms_per_request']:>18}  {run['cpu_share']} "
-                  f"{run['served_per_worker']}")
+                  f"served {run['served_per_worker']} CPU s {run['cpu_s_per_worker']}")
     print(f"ratio 2 workers / 1 worker: {results['ratio_min']} - {results['ratio_max']}")
     Path(args.out).write_text(json.dumps(results, indent=2))
 
