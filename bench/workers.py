@@ -253,6 +253,19 @@ async def one_run(workers: int, upstream: subprocess.Popen[bytes], up_port: int,
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def cpu_bound_ratio(one: dict[str, Any], two: dict[str, Any]) -> float | None:
+    """What the CPU figures of a round predict for an otherwise idle 2-core machine, not a
+    measurement: one process saturates one core (L1 ms per request), two workers share both
+    cores with the driver and the upstream: 2 * L1 / (L2 + D + U).  Printed beside the
+    measured ratio because a busy machine (a large ``other`` share) skews the measured one --
+    it hands two processes more of its contended CPU than one."""
+    shared = (two["cpu_ms_per_request"] + two["driver_cpu_ms_per_request"]
+              + two["upstream_cpu_ms_per_request"])
+    if not shared or not one["cpu_ms_per_request"]:
+        return None
+    return round(2 * one["cpu_ms_per_request"] / shared, 3)
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     raise_fd_limit()
     up_port = free_port()
@@ -273,7 +286,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"  {runs[workers]}", flush=True)
             ratio = runs[2]["rps"] / runs[1]["rps"] if runs[1]["rps"] else None
             rounds.append({"one": runs[1], "two": runs[2],
-                           "ratio": None if ratio is None else round(ratio, 3)})
+                           "ratio": None if ratio is None else round(ratio, 3),
+                           "cpu_bound_ratio": cpu_bound_ratio(runs[1], runs[2])})
     finally:
         upstream.terminate()
         upstream.wait(10)
@@ -297,10 +311,11 @@ def main() -> None:
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
     print(f"\n{'round':<6}{'1 worker req/s':>16}{'2 workers req/s':>17}{'ratio':>8}"
-          f"{'CPU ms/req 1w':>15}{'CPU ms/req 2w':>15}")
+          f"{'CPU ms/req 1w':>15}{'CPU ms/req 2w':>15}{'CPU-bound estimate':>20}")
     for number, r in enumerate(results["rounds"], 1):
         print(f"{number:<6}{r['one']['rps']:>16}{r['two']['rps']:>17}{r['ratio']:>8}"
-              f"{r['one']['cpu_ms_per_request']:>15}{r['two']['cpu_ms_per_request']:>15}")
+              f"{r['one']['cpu_ms_per_request']:>15}{r['two']['cpu_ms_per_request']:>15}"
+              f"{r['cpu_bound_ratio']!s:>20}")
     print(f"\n{'round':<6}{'workers':>8}{'driver':>9}{'driver ms/req':>14}"
           f"{'upstream ms/req':>16}{'supervisor ms/req':>18}  CPU share / served per worker")
     for number, r in enumerate(results["rounds"], 1):
