@@ -89,8 +89,13 @@ def children(pid: int) -> list[int]:
     return sorted(found)
 
 
-def start_gateway(tmp: Path, port: int, workers: int,
-                  metrics_port: int) -> subprocess.Popen[bytes]:
+def start_gateway(tmp: Path, port: int, workers: int, metrics_port: int,
+                  tree: str = "") -> subprocess.Popen[bytes]:
+    """``tree``: run the Lockgate of another source tree (first on ``PYTHONPATH``)."""
+    environ = dict(os.environ)
+    if tree:
+        environ["PYTHONPATH"] = os.pathsep.join(
+            [tree, *filter(None, [os.environ.get("PYTHONPATH", "")])])
     twistd = Path(sys.executable).parent / "twistd"
     command = [str(twistd), "-n", "--pidfile=", "-l", str(tmp / "twistd.log"), "lockgate",
                "--listen", f"tcp:{port}:interface=127.0.0.1",
@@ -99,7 +104,7 @@ def start_gateway(tmp: Path, port: int, workers: int,
                "--metrics-listen", f"tcp:{metrics_port}:interface=127.0.0.1",
                "--workers", str(workers)]
     return subprocess.Popen(command, cwd=str(tmp), stdout=subprocess.DEVNULL,  # noqa: S603
-                            stderr=open(tmp / "twistd.stderr", "wb"))
+                            stderr=open(tmp / "twistd.stderr", "wb"), env=environ)
 
 
 def wait_workers(port: int, workers: int, seconds: float) -> bool:
@@ -194,11 +199,11 @@ def per_request_ms(seconds: float, requests: int) -> float:
 
 
 async def one_run(workers: int, upstream: subprocess.Popen[bytes], up_port: int,
-                  args: argparse.Namespace) -> dict[str, Any]:
+                  args: argparse.Namespace, tree: str = "") -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="lockgate-bench-workers-"))
     port = free_port()
     metrics_port = metrics_port_free(workers)
-    gateway = start_gateway(tmp, port, workers, metrics_port)
+    gateway = start_gateway(tmp, port, workers, metrics_port, tree)
     try:
         if not wait_http(port, "/healthz", 180) or not wait_workers(port, workers, 120):
             raise SystemExit(f"gateway with {workers} workers did not start: see {tmp}")
@@ -277,17 +282,25 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         if not wait_http(up_port, "/v1/models", 15):
             raise SystemExit("bench upstream did not start")
         for number in range(args.rounds):
-            order = (1, 2) if number % 2 == 0 else (2, 1)
-            runs = {}
-            for workers in order:
-                print(f"round {number + 1}: --workers {workers}, c={args.concurrency}, "
-                      f"{args.duration:g} s", flush=True)
-                runs[workers] = await one_run(workers, upstream, up_port, args)
-                print(f"  {runs[workers]}", flush=True)
-            ratio = runs[2]["rps"] / runs[1]["rps"] if runs[1]["rps"] else None
-            rounds.append({"one": runs[1], "two": runs[2],
-                           "ratio": None if ratio is None else round(ratio, 3),
-                           "cpu_bound_ratio": cpu_bound_ratio(runs[1], runs[2])})
+            # columns: 1 worker, 2 workers (and 2 workers of --compare-tree), alternating
+            columns: list[tuple[str, int, str]] = [("one", 1, ""), ("two", 2, "")]
+            if args.compare_tree:
+                columns.append(("two_compared", 2, args.compare_tree))
+            if number % 2:
+                columns.reverse()
+            runs: dict[str, dict[str, Any]] = {}
+            for name, workers, tree in columns:
+                print(f"round {number + 1}: --workers {workers}{' of ' + tree if tree else ''}"
+                      f", c={args.concurrency}, {args.duration:g} s", flush=True)
+                runs[name] = await one_run(workers, upstream, up_port, args, tree)
+                print(f"  {runs[name]}", flush=True)
+            one = runs["one"]["rps"]
+            ratio = runs["two"]["rps"] / one if one else None
+            rounds.append({**runs, "ratio": None if ratio is None else round(ratio, 3),
+                           "cpu_bound_ratio": cpu_bound_ratio(runs["one"], runs["two"])})
+            if args.compare_tree:
+                rounds[-1]["ratio_compared"] = round(
+                    runs["two_compared"]["rps"] / one, 3) if one else None
     finally:
         upstream.terminate()
         upstream.wait(10)
@@ -305,6 +318,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--driver", choices=("auto", "wrk", "load"), default="auto",
                         help="wrk when installed (auto), or the Python closed loop")
+    parser.add_argument("--compare-tree", default="",
+                        help="also run --workers 2 of this source tree (a checkout of another "
+                             "commit): a before/after column in the same rounds")
     parser.add_argument("--keep", action="store_true", help="keep the temp directories")
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
                                                       "lockgate-bench-workers.json"))
@@ -319,7 +335,13 @@ def main() -> None:
     print(f"\n{'round':<6}{'workers':>8}{'driver':>9}{'driver ms/req':>14}"
           f"{'upstream ms/req':>16}{'supervisor ms/req':>18}  CPU share / served per worker")
     for number, r in enumerate(results["rounds"], 1):
-        for run in (r["one"], r["two"]):
+        if "ratio_compared" in r:
+            print(f"round {number}: --compare-tree 2 workers / 1 worker: "
+                  f"{r['ratio_compared']} ({r['two_compared']['rps']} req/s, "
+                  f"{r['two_compared']['cpu_ms_per_request']} CPU ms/req, supervisor "
+                  f"{r['two_compared']['supervisor_cpu_ms_per_request']})")
+    for number, r in enumerate(results["rounds"], 1):
+        for run in (r["one"], r["two"], *([r["two_compared"]] if "two_compared" in r else [])):
             print(f"{number:<6}{run['workers']:>8}{run['driver']:>9}"
                   f"{run['driver_cpu_ms_per_request']:>14}"
                   f"{run['upstream_cpu_ms_per_request']:>16}"
