@@ -48,6 +48,9 @@ class _WorkerSide(amp.AMP):
 
     @commands.Recall.responder
     def recall(self, kind: str, ident: int) -> dict[str, Any]:
+        # what this turn queued (a grant asked, a give-back, a spend) reaches the hub before
+        # the answer: the sizes in the answer already count it
+        self._owner.flush()
         handler = self._owner.recall_handler
         returned = handler(kind, ident) if handler is not None else []
         return {"returned": orjson.dumps(returned)}

@@ -39,7 +39,7 @@ log = Logger()
 
 #: admissions of one account within a second that make it worth an allowance
 BUSY_AFTER = 8
-#: an allowance aims at this many reservations of the account's latest size
+#: an allowance aims at this many reservations of the account's latest size (at least)
 TARGET_REQUESTS = 32
 #: after a recall, no top-up of that allowance for this long (another worker needs the money)
 RECALL_PAUSE = 1.0
@@ -70,6 +70,13 @@ class _Allowance:
     @property
     def free(self) -> int:
         return self.size - self.in_use - self.queued
+
+    def grow(self, amount: int) -> None:
+        """The target covers ``TARGET_REQUESTS`` reservations of this size, and twice what
+        is in flight (a worker with more calls at once than that would ask the hub for the
+        rest)."""
+        self.target = max(self.target, max(1, amount) * TARGET_REQUESTS,
+                          2 * (self.in_use + self.queued))
 
     def fits(self, amount: int) -> bool:
         return self.free >= amount if amount > 0 else self.free > 0
@@ -111,7 +118,7 @@ class HubWallets:
             self._held[request_id] = reservation
             self._local[request_id] = allowance
             allowance.in_use += amount
-            allowance.target = max(allowance.target, amount * TARGET_REQUESTS)
+            allowance.grow(amount)
             if allowance.free * 2 < allowance.target:
                 self._top_up(allowance)
             return succeed(reservation)
@@ -145,8 +152,11 @@ class HubWallets:
         if now - allowance.busy_since > 1.0:
             allowance.busy_since, allowance.busy_count = now, 0
         allowance.busy_count += 1
-        allowance.target = max(allowance.target, max(1, amount) * TARGET_REQUESTS)
+        allowance.grow(amount)
         if allowance.busy_count >= BUSY_AFTER:
+            if allowance.size:
+                # it did not fit the allowance: more calls at once than the target covers
+                allowance.target += max(1, amount)
             self._top_up(allowance)
 
     def _top_up(self, allowance: _Allowance) -> None:
