@@ -259,16 +259,19 @@ async def one_run(workers: int, upstream: subprocess.Popen[bytes], up_port: int,
 
 
 def cpu_bound_ratio(one: dict[str, Any], two: dict[str, Any]) -> float | None:
-    """What the CPU figures of a round predict for an otherwise idle 2-core machine, not a
-    measurement: one process saturates one core (L1 ms per request), two workers share both
-    cores with the driver and the upstream: 2 * L1 / (L2 + D + U).  Printed beside the
-    measured ratio because a busy machine (a large ``other`` share) skews the measured one --
-    it hands two processes more of its contended CPU than one."""
+    """What the CPU figures of a round predict for an otherwise idle machine, not a
+    measurement: one process is saturated on the cores it used (``c1`` = its CPU share x the
+    cores; at least 1: a starved run would inflate the estimate), two workers share every core
+    with the driver and the upstream: (cores / (L2 + D + U)) / (c1 / L1), L in CPU ms per
+    request.  Printed beside the measured ratio because a busy machine (a large ``other``
+    share) skews the measured one -- it hands two processes more of its contended CPU."""
+    cores = os.cpu_count() or 1
     shared = (two["cpu_ms_per_request"] + two["driver_cpu_ms_per_request"]
               + two["upstream_cpu_ms_per_request"])
     if not shared or not one["cpu_ms_per_request"]:
         return None
-    return round(2 * one["cpu_ms_per_request"] / shared, 3)
+    used_by_one = max(1.0, one["cpu_share"]["gateway"] * cores)
+    return round(cores * one["cpu_ms_per_request"] / shared / used_by_one, 3)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
