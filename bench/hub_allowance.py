@@ -5,9 +5,10 @@ SQLite file, listening on a Unix socket, and one worker-side ``HubState`` + ``Hu
 connected to it -- so its CPU time is what the supervisor and a worker together spend on the
 hub per request.  Each request is what ``/v1`` asks of a ``WalletBook``: ``reserve``, then
 ``settling`` and ``settled`` (the batch committed what it cost), ``concurrency`` requests in
-flight per wave.  The two columns alternate in one run: allowances off (every request asks the
-hub: ``BUSY_AFTER`` out of reach) and on.  The figure to quote is the ratio of the columns;
-absolute microseconds move with the machine.
+flight per wave.  Three columns alternate in one run: one process's in-memory ``Wallets`` (no
+hub: the floor, what the driving coroutines themselves cost), the hub with allowances off
+(every request asks it: ``BUSY_AFTER`` out of reach) and on.  The figures to quote are the
+ratios above the floor; absolute microseconds move with the machine.
 
     .venv/bin/python bench/hub_allowance.py [--requests 20000] [--concurrency 64] [--rounds 2]
 """
@@ -32,6 +33,7 @@ import gateway.hub.wallets as hub_wallets
 from gateway.hub.client import HubState
 from gateway.hub.server import HubFactory
 from gateway.hub.wallets import HubWallets
+from gateway.ledger.wallet import Wallets
 from gateway.ledger.wallet_authority import WalletAuthority
 from gateway.store import migrate, schema
 from gateway.store.pool import DBRunner, make_engine
@@ -64,13 +66,14 @@ async def seed(db: DBRunner) -> tuple[int, int]:
     return result
 
 
-async def column(reactor: Any, path: str, user: int, key: int, allowances: bool,
-                 args: argparse.Namespace, label: str) -> float:
-    """CPU microseconds per request of ``args.requests`` requests through a fresh worker."""
-    hub_wallets.BUSY_AFTER = 8 if allowances else 10**9
+async def column(reactor: Any, path: str, user: int, key: int, mode: str,
+                 args: argparse.Namespace, label: str, db: DBRunner) -> float:
+    """CPU microseconds per request of ``args.requests`` requests through a fresh worker
+    (``mode``: "memory" -- no hub --, "hub", "allowances")."""
+    hub_wallets.BUSY_AFTER = 8 if mode == "allowances" else 10**9
     state = HubState(reactor, path)
     await state.start()
-    wallets = HubWallets(state)
+    wallets: Any = Wallets(db) if mode == "memory" else HubWallets(state)
     try:
         async def one(request_id: str) -> None:
             reservation = await wallets.reserve(request_id, user, key, UNIT)
@@ -90,7 +93,8 @@ async def column(reactor: Any, path: str, user: int, key: int, allowances: bool,
         await state.barrier()
         return (cpu() - before) * 1e6 / args.requests
     finally:
-        await wallets.stop()
+        if mode != "memory":
+            await wallets.stop()
         await state.stop()
 
 
@@ -104,18 +108,24 @@ async def run(reactor: Any, args: argparse.Namespace) -> None:
         user, key = await seed(db)
         path = os.path.join(directory, "hub.sock")
         port = reactor.listenUNIX(path, HubFactory(reactor, WalletAuthority(db)))
-        ratios = []
+        spans: dict[str, list[float]] = {"hub": [], "allowances": []}
         for number in range(args.rounds):
-            order = [False, True] if number % 2 == 0 else [True, False]
+            modes = ["memory", "hub", "allowances"]
+            if number % 2:
+                modes.reverse()
             figures = {}
-            for allowances in order:
-                figures[allowances] = await column(
-                    reactor, path, user, key, allowances, args, f"r{number}{int(allowances)}")
-            ratios.append(figures[True] / figures[False])
-            print(f"round {number + 1}: hub CPU us/request without allowances "
-                  f"{figures[False]:.1f}, with {figures[True]:.1f}, ratio "
-                  f"{ratios[-1]:.3f}", flush=True)
-        print(f"ratio with / without: {min(ratios):.3f} - {max(ratios):.3f}")
+            for mode in modes:
+                figures[mode] = await column(reactor, path, user, key, mode, args,
+                                             f"r{number}{mode}", db)
+            floor = figures["memory"]
+            for mode in spans:
+                spans[mode].append(figures[mode] - floor)
+            print(f"round {number + 1}: CPU us/request: one process (no hub) {floor:.1f}, "
+                  f"hub {figures['hub']:.1f}, hub with allowances {figures['allowances']:.1f}; "
+                  f"above one process: {spans['hub'][-1]:.1f} vs {spans['allowances'][-1]:.1f}"
+                  f" (ratio {spans['allowances'][-1] / spans['hub'][-1]:.3f})", flush=True)
+        ratios = [a / h for a, h in zip(spans["allowances"], spans["hub"], strict=True)]
+        print(f"hub cost with / without allowances: {min(ratios):.3f} - {max(ratios):.3f}")
         await port.stopListening()
         db.stop()
     finally:
