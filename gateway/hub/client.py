@@ -80,6 +80,7 @@ class HubState:
         self._ops: list[list[Any]] = []
         self._waiters: list[Deferred[Any] | None] = []
         self._flush_call: Any = None
+        self._before_flush: list[Callable[[], None]] = []
         #: answers the hub's recalls of allowances (``HubWallets``): kind, ident -> returned
         self.recall_handler: Callable[[str, int], list[list[Any]]] | None = None
         #: fires once when the hub connection is lost other than by ``stop``
@@ -157,12 +158,27 @@ class HubState:
         if self._flush_call is None:
             self._flush_call = self._reactor.callLater(0, self.flush)
 
+    def before_flush(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once at the start of this turn's batch (it may queue operations
+        there: one sum for many events of the turn), scheduling the batch if need be."""
+        self._before_flush.append(callback)
+        if self._flush_call is None:
+            self._flush_call = self._reactor.callLater(0, self.flush)
+
     def flush(self) -> None:
         """Send the queued operations now, as one batch."""
         if self._flush_call is not None:
             if self._flush_call.active():
                 self._flush_call.cancel()
             self._flush_call = None
+        if self._before_flush:
+            callbacks, self._before_flush = self._before_flush, []
+            for callback in callbacks:
+                callback()
+            if self._flush_call is not None:  # what they queued is in this batch
+                if self._flush_call.active():
+                    self._flush_call.cancel()
+                self._flush_call = None
         if not self._ops:
             return
         ops, waiters = self._ops, self._waiters

@@ -50,8 +50,8 @@ class _Allowance:
     message sent so far is handled; requests in flight (``in_use``) and settlements queued
     but not committed (``queued``) are inside it."""
 
-    __slots__ = ("asking", "busy_count", "busy_since", "epoch", "in_use", "key_id", "paused_until",
-                 "queued", "size", "target", "user_id")
+    __slots__ = ("asking", "busy_count", "busy_since", "charged", "covered", "epoch", "in_use",
+                 "key_id", "paused_until", "queued", "size", "target", "user_id")
 
     def __init__(self, user_id: int, key_id: int | None) -> None:
         self.user_id = user_id
@@ -66,6 +66,9 @@ class _Allowance:
         self.busy_since = 0.0
         self.busy_count = 0
         self.paused_until = 0.0
+        #: committed this turn, not reported yet (sent as one "spent" when the batch goes)
+        self.charged = 0
+        self.covered = 0
 
     @property
     def free(self) -> int:
@@ -92,6 +95,7 @@ class HubWallets:
         #: reservations admitted against an allowance, and settlements queued against one
         self._local: dict[str, _Allowance] = {}
         self._queued: dict[str, tuple[_Allowance, int]] = {}
+        self._unreported: list[_Allowance] = []
         self._stopping = False
         #: recalls answered (a grant asked before one and answered after it is void)
         self._recalls = 0
@@ -289,7 +293,20 @@ class HubWallets:
             # its estimate) moves the balance only, as a queued debit would
             covered = min(charged, max(0, allowance.size))
             allowance.size -= covered
-            self.hub.tell("spent", allowance.user_id, allowance.key_id, charged, covered)
+            # one "spent" per allowance and batch, however many calls it committed
+            if not allowance.charged and not allowance.covered:
+                self._unreported.append(allowance)
+                if len(self._unreported) == 1:
+                    self.hub.before_flush(self._report_spent)
+            allowance.charged += charged
+            allowance.covered += covered
+
+    def _report_spent(self) -> None:
+        unreported, self._unreported = self._unreported, []
+        for allowance in unreported:
+            self.hub.tell("spent", allowance.user_id, allowance.key_id, allowance.charged,
+                          allowance.covered)
+            allowance.charged = allowance.covered = 0
 
     def forget_user(self, user_id: int) -> None:
         self._forget_allowances(user_id=user_id)
