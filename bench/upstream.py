@@ -86,6 +86,8 @@ class Upstream(asyncio.Protocol):
     chunks = 20
     pace = 0.05
     _json_cache: dict[str, bytes] = {}
+    #: request body -> its fixed non-streamed answer (only those depend on nothing else)
+    _answer_by_body: dict[bytes, bytes] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
@@ -124,25 +126,37 @@ class Upstream(asyncio.Protocol):
         if method == b"GET" and path == b"/v1/models":
             self.transport.write(_MODELS)
         elif method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
-            try:
-                request = orjson.loads(body) if body else {}
-            except orjson.JSONDecodeError:
-                request = {}
-            model = str(request.get("model", "bench"))
-            left = _rounds_left(request, model)
-            if request.get("stream") is True:
-                self.stream(request, model)
-            elif left is not None and left > 0:
-                self.transport.write(_tool_call_answer(model, left))
+            known = self._answer_by_body.get(body)
+            if known is not None:  # the same body as before: the same fixed answer
+                self.transport.write(known)
             else:
-                answer = self._json_cache.get(model)
-                if answer is None:
-                    answer = self._json_cache.setdefault(model, _json_answer(model))
-                self.transport.write(answer)
+                self.answer(body)
         else:
             self.transport.write(_NOT_FOUND)
         if _CLOSE.search(head) and not self.streaming:
             self.transport.close()
+
+    def answer(self, body: bytes) -> None:
+        try:
+            request = orjson.loads(body) if body else {}
+        except orjson.JSONDecodeError:
+            request = {}
+        if not isinstance(request, dict):
+            request = {}
+        model = str(request.get("model", "bench"))
+        left = _rounds_left(request, model)
+        if request.get("stream") is True:
+            self.stream(request, model)
+        elif left is not None and left > 0:
+            self.transport.write(_tool_call_answer(model, left))
+        else:
+            answer = self._json_cache.get(model)
+            if answer is None:
+                answer = self._json_cache.setdefault(model, _json_answer(model))
+            if len(self._answer_by_body) < 1024:
+                # a benchmark sends one body over and over: no JSON parsing after the first
+                self._answer_by_body[body] = answer
+            self.transport.write(answer)
 
     def stream(self, request: dict, model: str) -> None:
         chunks, pace = self.chunks, self.pace

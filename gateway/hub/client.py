@@ -46,6 +46,15 @@ class _WorkerSide(amp.AMP):
         self._owner._deliver(channel, message)
         return {}
 
+    @commands.Recall.responder
+    def recall(self, kind: str, ident: int) -> dict[str, Any]:
+        # what this turn queued (a grant asked, a give-back, a spend) reaches the hub before
+        # the answer: the sizes in the answer already count it
+        self._owner.flush()
+        handler = self._owner.recall_handler
+        returned = handler(kind, ident) if handler is not None else []
+        return {"returned": orjson.dumps(returned)}
+
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         super().connectionLost(reason)
         self._owner._connection_lost(reason)
@@ -71,12 +80,19 @@ class HubState:
         self._ops: list[list[Any]] = []
         self._waiters: list[Deferred[Any] | None] = []
         self._flush_call: Any = None
+        self._before_flush: list[Callable[[], None]] = []
+        #: answers the hub's recalls of allowances (``HubWallets``): kind, ident -> returned
+        self.recall_handler: Callable[[str, int], list[list[Any]]] | None = None
         #: fires once when the hub connection is lost other than by ``stop``
         self.lost: Deferred[None] = Deferred()
 
     @property
     def available(self) -> bool:
         return self._protocol is not None
+
+    def seconds(self) -> float:
+        """The reactor's clock (how busy an account is, per second)."""
+        return float(self._reactor.seconds())
 
     def on_recovered(self, callback: Callable[[], None]) -> Callable[[], None]:
         """The hub never comes back to a worker (the worker stops instead): never called."""
@@ -142,12 +158,27 @@ class HubState:
         if self._flush_call is None:
             self._flush_call = self._reactor.callLater(0, self.flush)
 
+    def before_flush(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once at the start of this turn's batch (it may queue operations
+        there: one sum for many events of the turn), scheduling the batch if need be."""
+        self._before_flush.append(callback)
+        if self._flush_call is None:
+            self._flush_call = self._reactor.callLater(0, self.flush)
+
     def flush(self) -> None:
         """Send the queued operations now, as one batch."""
         if self._flush_call is not None:
             if self._flush_call.active():
                 self._flush_call.cancel()
             self._flush_call = None
+        if self._before_flush:
+            callbacks, self._before_flush = self._before_flush, []
+            for callback in callbacks:
+                callback()
+            if self._flush_call is not None:  # what they queued is in this batch
+                if self._flush_call.active():
+                    self._flush_call.cancel()
+                self._flush_call = None
         if not self._ops:
             return
         ops, waiters = self._ops, self._waiters

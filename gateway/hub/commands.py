@@ -70,3 +70,12 @@ class Barrier(amp.Command):
 
     arguments = []  # type: ignore[var-annotated]
     response = []  # type: ignore[var-annotated]
+
+
+class Recall(amp.Command):
+    """Hub -> worker: give back the free part of your allowances on a user's (``kind`` "user")
+    or a key's ("key") account -- an admission elsewhere does not fit without it.  Answered
+    with an orjson list of ``[user id, key id, amount given back]``."""
+
+    arguments = [(b"kind", amp.Unicode()), (b"ident", amp.Integer())]
+    response = [(b"returned", LongBytes())]

@@ -7,6 +7,10 @@ it holds that state in memory -- the same objects one process uses alone -- and 
 workers over a Unix socket (``gateway.hub.commands``).  A worker's connection is its identity:
 when it closes (the worker exited or was killed) its money holds are given back at once, so a
 dead worker's reservations never outlive it (contract §7 allows 60 s; this takes none).
+
+A busy worker does not ask per request: it holds an allowance of the accounts it serves
+(``WalletAuthority.grant``, ``gateway.hub.wallets``), and the hub recalls its free part over
+the same connection (``commands.Recall``) when another worker's admission needs it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ log = Logger()
 
 #: seconds a publisher waits at most for a worker to take a bus message (contract §4: 1 s)
 DELIVERY_TIMEOUT = 1.0
+#: seconds an admission waits at most for a worker to give back its free allowance
+RECALL_TIMEOUT = 1.0
 
 
 def _verdict(verdict: WindowVerdict) -> list[Any]:
@@ -44,7 +50,7 @@ class HubProtocol(amp.AMP):
 
     def connectionMade(self) -> None:
         super().connectionMade()
-        self.owner = Owner(name=f"worker-connection-{id(self):x}")
+        self.owner = Owner(name=f"worker-connection-{id(self):x}", recall=self._recall)
         self.factory.connections.add(self)
         state, wallets, owner = self.factory.state, self.factory.wallets, self.owner
         #: operation name -> handler(*arguments) returning a value or a Deferred
@@ -62,6 +68,12 @@ class HubProtocol(amp.AMP):
             "settling": lambda held, ref, user_id, key_id, cost: wallets.settling(
                 owner, held, ref, user_id, key_id, cost),
             "settled": lambda ref, charged: wallets.settled(owner, ref, charged),
+            "grant": lambda user_id, key_id, want: Deferred.fromCoroutine(
+                wallets.grant(owner, user_id, key_id, want)),
+            "give_back_allowance": lambda user_id, key_id, amount: wallets.give_back(
+                owner, user_id, key_id, amount),
+            "spent": lambda user_id, key_id, charged, covered: wallets.spent(
+                owner, user_id, key_id, charged, covered),
             "forget": self._forget,
         }
 
@@ -72,6 +84,12 @@ class HubProtocol(amp.AMP):
         if dropped:
             log.warn("a worker left with {n} money holds or queued debits: given back, "
                      "its accounts reload from the database", n=dropped)
+
+    def _recall(self, kind: str, ident: int) -> Deferred[list[list[Any]]]:
+        """Ask this worker for the free part of its allowances on an account."""
+        d = self.callRemote(commands.Recall, kind=kind, ident=ident)
+        d.addTimeout(RECALL_TIMEOUT, self.factory.clock)
+        return d.addCallback(lambda answer: orjson.loads(answer["returned"]))
 
     def _forget(self, kind: str, ident: int) -> None:
         wallets = self.factory.wallets
