@@ -140,10 +140,13 @@ class GatewayCall(ABC):
     async def run(self) -> None:
         self.ctx.calls.opened(self)
         REQUEST_ID.set(self.log.request_id)  # this call's context only (log_context)
-        outcome: Outcome = internal_error()
+        # made only when needed: an open stream's frame keeps whatever it holds (issue 22)
+        outcome: Outcome | None = None
         try:
             outcome = await self._outcome()
         finally:
+            if outcome is None:
+                outcome = internal_error()
             self.ctx.calls.closed(self)
             self._attempt_ended(failed=attempt_failed(outcome))
             if self._span is not None:
