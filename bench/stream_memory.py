@@ -51,14 +51,52 @@ def rss():
         for line in status:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
+def pymalloc():
+    # sys._debugmallocstats() writes to the C stderr: bytes in live blocks, in free blocks of
+    # used pools and in wholly free pools/arenas (what the allocator keeps but nothing uses)
+    import tempfile
+    with tempfile.TemporaryFile() as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode(errors="replace")
+    wanted = {{"# bytes in allocated blocks": "allocated",
+              "# bytes in available blocks": "free_blocks",
+              "unused pools * 16384 bytes": "free_pools",
+              "# bytes lost to quantization": "quantization",
+              "# arenas allocated current": "arenas"}}
+    found = {{}}
+    for line in text.splitlines():
+        for prefix, key in wanted.items():
+            if prefix in line:
+                found[key] = int(line.split("=")[-1].strip().replace(",", ""))
+    return found
 def measure(signum, frame):
     out = os.environ["{OUT_ENV}"]
     result = {{"rss_kib": rss()}}
+    # what the collector finds unreachable now: cyclic garbage the process still carries
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    gc.collect()
+    garbage = {{}}
+    for obj in gc.garbage:
+        name = type(obj).__module__ + "." + type(obj).__qualname__
+        entry = garbage.setdefault(name, [0, 0])
+        entry[0] += 1
+        entry[1] += sys.getsizeof(obj)
+    result["garbage"] = garbage
+    gc.garbage.clear()
+    gc.set_debug(0)
     gc.collect()
     result["rss_after_gc_kib"] = rss()
     if trim:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
         result["rss_after_trim_kib"] = rss()
+    result["pymalloc"] = pymalloc()
     types = {{}}
     for obj in gc.get_objects():
         kind = type(obj)
@@ -197,6 +235,18 @@ async def main_async(args: argparse.Namespace) -> None:
             if field in first:
                 print(f"{label:<28} N: {first[field]:>9} KiB  2N: {second[field]:>9} KiB  "
                       f"per added stream: {(second[field] - first[field]) / added:6.1f} KiB")
+        one, two = first.get("pymalloc"), second.get("pymalloc")
+        if one and two:
+            grew = {key: (two[key] - one.get(key, 0)) / added / 1024 for key in two}
+            print("pymalloc, KiB per added stream: " + ", ".join(
+                f"{key} {value:.1f}" for key, value in grew.items() if key != "arenas")
+                + f"; arenas {one.get('arenas')} -> {two.get('arenas')}")
+        collected = sum(size for _, size in second["garbage"].values())
+        print(f"cyclic garbage found at 2N: {sum(n for n, _ in second['garbage'].values())} "
+              f"objects, {collected / added / 1024:.1f} KiB (getsizeof) per added stream")
+        for name, (objects, size) in sorted(second["garbage"].items(), key=lambda kv: -kv[1][1])[
+                :args.top // 2]:
+            print(f"  {size / added:10.0f} B {objects / added:8.2f} objects/stream  {name}")
         report_types(first, second, added, args.top)
         if heap_n is not None and heap_2n is not None:
             report_sites(heap_n, heap_2n, added, args)
