@@ -98,13 +98,17 @@ def measure(signum, frame):
         result["rss_after_trim_kib"] = rss()
     result["pymalloc"] = pymalloc()
     types = {{}}
+    pending = 0  # bytes waiting in userland transport write buffers (the peer reads slowly)
     for obj in gc.get_objects():
+        if hasattr(obj, "_tempDataLen") and hasattr(obj, "dataBuffer"):
+            pending += obj._tempDataLen + len(obj.dataBuffer) - getattr(obj, "offset", 0)
         kind = type(obj)
         name = kind.__module__ + "." + kind.__qualname__
         entry = types.setdefault(name, [0, 0])
         entry[0] += 1
         entry[1] += sys.getsizeof(obj)
     result["types"] = types
+    result["pending_write_bytes"] = pending
     if frames:
         tracemalloc.take_snapshot().dump(out + ".heap")
     with open(out, "w") as handle:
@@ -241,6 +245,10 @@ async def main_async(args: argparse.Namespace) -> None:
             print("pymalloc, KiB per added stream: " + ", ".join(
                 f"{key} {value:.1f}" for key, value in grew.items() if key != "arenas")
                 + f"; arenas {one.get('arenas')} -> {two.get('arenas')}")
+        print(f"bytes waiting in transport write buffers: N {first['pending_write_bytes']}, "
+              f"2N {second['pending_write_bytes']}, per added stream "
+              f"{(second['pending_write_bytes'] - first['pending_write_bytes']) / added / 1024:.1f}"
+              " KiB")
         collected = sum(size for _, size in second["garbage"].values())
         print(f"cyclic garbage found at 2N: {sum(n for n, _ in second['garbage'].values())} "
               f"objects, {collected / added / 1024:.1f} KiB (getsizeof) per added stream")
