@@ -160,22 +160,9 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
             "p50_ms": ms(percentile(r.latencies, 50)), "p99_ms": ms(percentile(r.latencies, 99)),
             "statuses": r.statuses, "first_error": r.first_error}
 
-    if args.streams <= 0:
-        return out
-    print(f"  [{target}] {args.streams} concurrent streams", flush=True)
-    watched_cpu = pid if pid is not None else upstream_pid
-    cpu_before = cpu_seconds(watched_cpu)
-    s = await streams(host, port, req(models["stream"], True), args.streams)
-    cpu_after = cpu_seconds(watched_cpu)
-    out["streams"] = {
-        "count": args.streams, "completed": s.completed, "errors": s.errors,
-        # the whole life of a stream (start, 20 relayed events, settlement), per stream
-        "cpu_ms_per_stream": (None if cpu_before is None or cpu_after is None
-                              or not s.completed
-                              else round((cpu_after - cpu_before) * 1000 / s.completed, 3)),
-        "ttfb_p50_ms": ms(percentile(s.ttfb, 50)), "ttfb_p99_ms": ms(percentile(s.ttfb, 99)),
-        "done_p50_ms": ms(percentile(s.completion, 50)),
-        "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
+    if args.streams > 0:  # 0 skips this phase only: the slow streams may still run
+        out["streams"] = await stream_starts(host, port, req(models["stream"], True), args,
+                                             pid if pid is not None else upstream_pid, target)
 
     if args.slow_streams <= 0:
         return out
@@ -210,6 +197,24 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
         "upstream_closed_after_s": None if close_s is None else round(close_s, 2),
         "first_error": h.first_error}
     return out
+
+
+async def stream_starts(host: str, port: int, request: bytes, args: argparse.Namespace,
+                        watched_cpu: int, target: str) -> dict[str, Any]:
+    """``--streams`` streaming requests sent at once: TTFB, completion, CPU per stream."""
+    print(f"  [{target}] {args.streams} concurrent streams", flush=True)
+    cpu_before = cpu_seconds(watched_cpu)
+    s = await streams(host, port, request, args.streams)
+    cpu_after = cpu_seconds(watched_cpu)
+    return {
+        "count": args.streams, "completed": s.completed, "errors": s.errors,
+        # the whole life of a stream (start, 20 relayed events, settlement), per stream
+        "cpu_ms_per_stream": (None if cpu_before is None or cpu_after is None
+                              or not s.completed
+                              else round((cpu_after - cpu_before) * 1000 / s.completed, 3)),
+        "ttfb_p50_ms": ms(percentile(s.ttfb, 50)), "ttfb_p99_ms": ms(percentile(s.ttfb, 99)),
+        "done_p50_ms": ms(percentile(s.completion, 50)),
+        "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
 
 
 def start_gateway(tmp: Path, port: int, cpu: str | None, profile: str | None,

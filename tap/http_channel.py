@@ -12,6 +12,9 @@ without an answer when a header line is longer than 16 KiB.  This channel
 each time in the family's error shape (``tap.body_limits``).  After a refusal the rest of the
 client's upload is read and thrown away for at most ``LINGER`` seconds (so the client gets to
 read the answer instead of a reset) and the connection is then closed.
+
+Twisted's channel attributes live in slots (``tap.slot_defaults``), as the request's do: an
+open stream keeps its connection's channel for its whole life.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from twisted.python.failure import Failure
 from twisted.web.http import HTTPChannel
 from twisted.web.server import Site
 
-from tap import body_limits
+from tap import body_limits, slot_defaults
 from tap.http_request import LockgateRequest
 
 #: seconds a refused connection keeps discarding the client's upload before it is cut
@@ -31,16 +34,40 @@ LINGER = 2.0
 
 HEADERS_TOO_LARGE = "Request headers are too large"
 
+#: every attribute twisted.web's HTTPChannel (and its bases) sets on an instance, and ours;
+#: ``callLater`` stays out (its class-level value is a method the factory replaces)
+_SLOTS = (
+    "_HTTPChannel__first_line", "_HTTPChannel__header", "_TimeoutMixin__timeoutCall",
+    "_abortingCall", "_buffer", "_busyReceiving", "_command", "_dataBuffer",
+    "_handlingRequest", "_networkProducer", "_path", "_receivedHeaderCount",
+    "_receivedHeaderSize", "_requestProducer", "_requestProducerStreaming", "_savedTimeOut",
+    "_transferDecoder", "_version", "_waitingForTransport", "connected", "factory", "length",
+    "line_mode", "paused", "persistent", "requestFactory", "requests", "site", "timeOut",
+    "transport",
+    "_host", "_linger", "_peer", "_refused", "_target",
+)
+_DEFAULTS = {**slot_defaults.class_defaults(HTTPChannel, _SLOTS), "_refused": False,
+             "_linger": None, "_target": None, "_peer": None, "_host": None}
+
 
 class LockgateChannel(HTTPChannel):
+    __slots__ = _SLOTS
+
     totalHeadersSize = 16384
     maxHeaders = 100
 
-    _refused = False
-    _linger: Any = None
-    _target: bytes | None = None
-    _peer: Any = None
-    _host: Any = None
+    _refused: bool
+    _linger: Any
+    _target: bytes | None
+    _peer: Any
+    _host: Any
+
+    def __init__(self) -> None:
+        slot_defaults.fill(self, _DEFAULTS)
+        super().__init__()
+
+    def __delattr__(self, name: str) -> None:
+        slot_defaults.delete(self, name, _DEFAULTS)  # HTTPChannel dels _command, _path ...
 
     # --- addresses ------------------------------------------------------------------------
 

@@ -22,6 +22,15 @@ def read_body(request: Any, limit: int) -> bytes:
     return content.read()
 
 
+def release_body(request: Any) -> None:
+    """Drop twisted.web's buffer of the request body once it was read: a stream keeps its
+    request for its whole life, and the parsed request keeps what the call still needs."""
+    content = request.content
+    if content is not None:
+        content.close()
+        request.content = None
+
+
 def write_json_bytes(request: Any, status: int, body: bytes,
                      headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     if getattr(request, "_disconnected", False) or request.finished:

@@ -50,7 +50,7 @@ from gateway.v1.outcome import (
     UpstreamFailed,
     attempt_failed,
 )
-from gateway.v1.request_io import read_body, write_json_bytes
+from gateway.v1.request_io import read_body, release_body, write_json_bytes
 
 #: largest non-streamed upstream answer we buffer
 MAX_UPSTREAM_BODY = 64 << 20
@@ -72,6 +72,7 @@ class TextCall(GatewayCall):
     async def _serve(self) -> Outcome:
         caller = await self._caller()
         client_request = self._parse(read_body(self.request, self.ctx.max_body_bytes))
+        release_body(self.request)
         self.log.is_stream = client_request.stream
         self.input_tokens = client_request.estimated_input_tokens
         model = normalize_model_name(client_request.model)
@@ -101,7 +102,8 @@ class TextCall(GatewayCall):
         """Attempts in order while their outcome is retryable (failover before the first
         byte); the first other outcome, or the last retryable one, is the call's."""
         deadline = routing.Deadline(self.ctx.clock, self.ctx.timeouts.attempts_total)
-        outcome: Outcome = Refused(errors.no_channel())
+        # no error made in advance: an open stream's frame would keep it (issue 22)
+        outcome: Outcome | None = None
         metrics = self.ctx.metrics
         failed_channel: int | None = None
         for priced in attempts:
@@ -116,7 +118,7 @@ class TextCall(GatewayCall):
             failed_channel = priced.candidate.channel.id
         if self.cut_by_shutdown:
             return Refused(errors.shutting_down())
-        return outcome
+        return outcome if outcome is not None else Refused(errors.no_channel())
 
     async def _attempt(self, client_request: ClientRequest, priced: Priced,
                        deadline: routing.Deadline) -> Outcome:
