@@ -91,7 +91,7 @@ class CatalogRoutes:
     @app.route("/", methods=["GET"])
     @json_route
     async def catalog(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         relations = await self.ctx.db.transaction(user_store.user_relations, user)
         group_ids = active_group_ids(
             [(m["group_id"], m["expires_at"]) for m in relations["memberships"]],

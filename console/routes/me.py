@@ -19,6 +19,6 @@ class MeRoutes:
     @app.route("/", methods=["GET"])
     @json_route
     async def me(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         relations = await self.ctx.db.transaction(user_store.user_relations, user)
         return user_view(user, relations)

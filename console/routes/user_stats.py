@@ -29,7 +29,7 @@ class UserStatsRoutes:
     @app.route("/", methods=["GET"])
     @json_route
     async def show(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         now = self.ctx.now()
         stats = await self.ctx.db.transaction(
             user_stats, user["id"], utc_midnight(now), now - timedelta(seconds=60),
