@@ -10,8 +10,8 @@ immediate: every write that bumps the token version, disables, demotes or delete
 announces ``USERS``, which drops the cached user on this node before the write's response and
 on every other node through the bus, so the next request reads the row again and sees the new
 version.  ``user`` therefore returns only what authorisation needs (``SessionUser``); a route
-that shows or changes the row itself (profile, balance, password) asks ``user_row``, which
-reads the row fresh and checks it too.
+that shows or changes the row itself (profile, balance, password) asks ``user_row`` (or
+``user_with_relations``), which reads the row fresh -- its own read -- and checks it too.
 """
 
 from __future__ import annotations
@@ -87,6 +87,20 @@ class Sessions:
         _check(claims, row)
         assert row is not None
         return row
+
+    async def user_with_relations(
+            self, request: IRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``user_row`` and the row's group, memberships and inviter, in one transaction."""
+        claims = self._claims(request)
+        row, relations = await self._db.transaction(_row_and_relations, claims.user_id)
+        _check(claims, row)
+        assert row is not None
+        return row, relations
+
+
+def _row_and_relations(conn: Any, user_id: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    row = user_store.get_user(conn, user_id)
+    return row, (user_store.user_relations(conn, row) if row is not None else {})
 
 
 def _check(claims: Claims, user: GatewayUser | dict[str, Any] | None) -> None:
