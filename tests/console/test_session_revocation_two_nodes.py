@@ -5,15 +5,20 @@ user's login token first (so B's user cache holds them); node A then changes the
 disables, demotes or deletes the user.  Once the USERS message reached B's subscriber (one bus
 round trip, no clock advance: the cache's TTL plays no part), B must refuse the old token on
 console routes -- with a cache that ignored the bus, B would answer 200 for up to the TTL.
+``lockgate-admin reset-password --redis`` is a revocation too: it tells both nodes.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import treq
 from twisted.internet import reactor
 from twisted.internet.defer import DeferredQueue
+from twisted.internet.threads import deferToThread
 
 from gateway.invalidation import USERS
 from gateway.state.redis import RedisState
@@ -21,6 +26,8 @@ from tests.support.app import AppTestCase, Response
 from tests.support.redis_server import fresh_prefix, redis_server
 
 LISTING = "/api/user/api-keys"
+#: the operators' tool, installed next to this interpreter
+ADMIN = str(Path(sys.executable).parent / "lockgate-admin")
 
 
 class ConsoleRevocationAcrossNodesTests(AppTestCase):
@@ -100,3 +107,24 @@ class ConsoleRevocationAcrossNodesTests(AppTestCase):
         gone = await self.on_b("GET", LISTING, self.token)
         assert gone.status == 401
         assert gone.json()["error"] == "User not found"
+
+    async def test_reset_password_by_the_admin_tool_refuses_the_old_token_everywhere(
+            self) -> None:
+        await self.ready()
+        bus_a: DeferredQueue[bytes] = DeferredQueue()
+        self.app.state.subscribe(USERS, bus_a.put)
+        assert (await self.call("GET", LISTING, token=self.token)).status == 200  # A caches her
+        done = await deferToThread(
+            subprocess.run,
+            [ADMIN, "--database", self.database_url, "--redis", self.redis_url,
+             "reset-password", "alice"],
+            input="a-new-password-789\n", capture_output=True, text=True, timeout=120,
+            check=False)
+        assert done.returncode == 0, done.stderr
+        assert "told to refuse the old sessions at once" in done.stdout
+        await self.one_bus_round_trip()
+        heard = bus_a.get()
+        heard.addTimeout(5, reactor)
+        await heard
+        assert (await self.on_b("GET", LISTING, self.token)).status == 401
+        assert (await self.call("GET", LISTING, token=self.token)).status == 401
