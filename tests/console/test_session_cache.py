@@ -136,6 +136,18 @@ class ConsoleRevocationTests(AppTestCase):
         assert gone.status == 401
         assert gone.json()["error"] == "User not found"
 
+    async def test_a_new_account_on_a_deleted_users_id_is_served_at_once(self) -> None:
+        """A missing user is not remembered: SQLite gives the newest deleted user's id to the
+        next registration, which announces nothing."""
+        admin = await self.setup_admin()
+        user_id, token = await self.signed_in("alice")
+        assert (await self.call("DELETE", f"/api/users/{user_id}", token=admin)).status == 200
+        assert (await self.call("GET", LISTING, token=token)).status == 401
+        carol = await self.register("carol")
+        # SQLite hands the id out again (PostgreSQL's sequence does not: nothing to confuse)
+        assert (carol["user"]["id"] == user_id) == (self.backend != "postgresql")
+        assert (await self.call("GET", LISTING, token=carol["token"])).status == 200
+
     async def test_an_expired_token_is_refused_though_user_and_token_are_cached(self) -> None:
         await self.setup_admin()
         _, token = await self.signed_in("alice")
