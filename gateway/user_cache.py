@@ -30,8 +30,8 @@ class UserCache:
         self._db = db
         self._clock = clock
         self._ttl = ttl
-        #: user id -> (loaded at, user or None when there is no such user)
-        self._entries: OrderedDict[int, tuple[float, GatewayUser | None]] = OrderedDict()
+        #: user id -> (loaded at, user); a missing user is read again every time
+        self._entries: OrderedDict[int, tuple[float, GatewayUser]] = OrderedDict()
         self._loading: dict[int, list[Deferred[GatewayUser | None]]] = {}
         #: bumped by every invalidation: a load that started before one is not cached
         self._generation = 0
@@ -58,7 +58,9 @@ class UserCache:
             return waiters
 
         def loaded(user: GatewayUser | None) -> None:
-            if generation == self._generation:
+            # a missing user is not remembered: SQLite may give a deleted user's id to the
+            # next account registered, and a registration announces nothing
+            if user is not None and generation == self._generation:
                 self._entries[user_id] = (started, user)
                 if len(self._entries) > self._max:
                     self._entries.popitem(last=False)

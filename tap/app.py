@@ -49,6 +49,7 @@ from gateway.state.protocol import SharedState
 from gateway.store import migrate
 from gateway.store.pool import DBRunner, make_engine
 from gateway.studio.control_loop import ControlLoop
+from gateway.user_cache import UserCache
 from gateway.v1.resource import GatewayResource
 from gateway.v1.task_routes import TaskRoutes
 from gateway.v1.tasks.poller import TaskPoller
@@ -134,7 +135,8 @@ class Lockgate:
         ctx = ConsoleContext(
             reactor=reactor, clock=clock, db=db, state=state, live_settings=live, tokens=tokens,
             passwords=passwords, addresses=addresses, throttle=Throttle(state, addresses),
-            sessions=Sessions(db, tokens), invalidation=invalidation,
+            sessions=Sessions(db, tokens, UserCache(db, invalidation, clock)),
+            invalidation=invalidation,
             key_hasher=KeyHasher(secrets.api_key_hmac_key), catalog=catalog, keys=keys,
             node_name=(node_name or "").strip(),
             links=AgentLinks(db, state, clock, (node_name or "").strip()),

@@ -16,7 +16,6 @@ from gateway.limits import GatewayLimiter
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.tracing import Tracing
 from gateway.store.channel_upkeep import mark_auto_disabled
-from gateway.user_cache import UserCache
 
 
 def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = None,
@@ -69,7 +68,7 @@ def build_gateway(ctx: ConsoleContext, *, timeouts: GatewayTimeouts | None = Non
     gateway = GatewayContext(
         reactor=ctx.reactor, clock=ctx.clock, db=ctx.db, state=ctx.state,
         settings=ctx.settings, catalog=ctx.catalog, keys=ctx.keys, key_hasher=ctx.key_hasher,
-        tokens=ctx.tokens, users=UserCache(ctx.db, ctx.invalidation, ctx.clock), wallets=wallets,
+        tokens=ctx.tokens, users=ctx.sessions.users, wallets=wallets,
         settler=settler,
         upstream=UpstreamClient(ctx.reactor, clock=ctx.clock, max_persistent_per_host=256,
                                 policy=LivePolicy(ctx.settings)),

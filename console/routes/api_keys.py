@@ -13,6 +13,7 @@ from typing import Any
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.services.catalog.key_views import key_view, parse_key_input, with_secret
+from console.services.identity.sessions import SessionUser
 from console.validation import MISSING, Body
 from gateway.invalidation import KEYS
 from gateway.keys import display_prefix, generate_key
@@ -31,7 +32,7 @@ class KeyActions:
     async def dropped(self, key_hash: str) -> None:
         await self.ctx.invalidation.announce(KEYS, key_hash.encode("ascii"))
 
-    async def create(self, user: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, user: SessionUser, changes: dict[str, Any]) -> dict[str, Any]:
         plaintext = generate_key()
         key_hash = self.ctx.key_hasher.hash(plaintext)
         try:
@@ -43,7 +44,7 @@ class KeyActions:
         await self.dropped(key_hash)
         return with_secret(row, plaintext)
 
-    async def rotate(self, user: dict[str, Any], key_id: int) -> dict[str, Any]:
+    async def rotate(self, user: SessionUser, key_id: int) -> dict[str, Any]:
         plaintext = generate_key()
         result = await self.ctx.db.transaction(
             key_store.rotate, user["id"], key_id, self.ctx.key_hasher.hash(plaintext),

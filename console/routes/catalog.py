@@ -26,7 +26,6 @@ from gateway.catalog import wire
 from gateway.catalog.meta_listing import listed_meta_models, meta_price_strings
 from gateway.catalog.offers import lowest, offers
 from gateway.catalog.snapshot import CatalogSnapshot, UserChannel
-from gateway.store import users as user_store
 
 
 def _channel_item(uc: UserChannel, models: list[Any]) -> dict[str, Any]:
@@ -91,8 +90,7 @@ class CatalogRoutes:
     @app.route("/", methods=["GET"])
     @json_route
     async def catalog(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
-        relations = await self.ctx.db.transaction(user_store.user_relations, user)
+        user, relations = await self.ctx.sessions.user_with_relations(request)
         group_ids = active_group_ids(
             [(m["group_id"], m["expires_at"]) for m in relations["memberships"]],
             user["group_id"], self.ctx.now())

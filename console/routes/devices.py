@@ -14,6 +14,7 @@ from typing import Any
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
 from console.services.assistant.device_mcp import device_mcp_call
+from console.services.identity.sessions import SessionUser
 from gateway.links import ids
 from gateway.links.hub import CLOSE_REVOKED
 from gateway.links.tasks import TaskNotActive
@@ -77,7 +78,7 @@ class DeviceRoutes:
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
 
-    async def _own(self, request: Any, device_id: str) -> tuple[dict[str, Any], DeviceRow]:
+    async def _own(self, request: Any, device_id: str) -> tuple[SessionUser, DeviceRow]:
         user = await self.ctx.sessions.user(request)
         device = await self.ctx.db.transaction(device_store.get_for_user, user["id"], device_id)
         if device is None:

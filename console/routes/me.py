@@ -7,7 +7,6 @@ from typing import Any
 from console.context import ConsoleContext
 from console.http import json_route, make_app
 from console.user_view import user_view
-from gateway.store import users as user_store
 
 
 class MeRoutes:
@@ -19,6 +18,5 @@ class MeRoutes:
     @app.route("/", methods=["GET"])
     @json_route
     async def me(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
-        relations = await self.ctx.db.transaction(user_store.user_relations, user)
+        user, relations = await self.ctx.sessions.user_with_relations(request)
         return user_view(user, relations)

@@ -30,13 +30,13 @@ class PasskeyRoutes:
     @app.route("/register/options", methods=["POST"])
     @json_route
     async def register_options(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         return await self.passkeys.registration_options(user)
 
     @app.route("/register", methods=["POST"])
     @json_route
     async def register(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         body = read_object(request)
         return await self.passkeys.register(user, body)
 

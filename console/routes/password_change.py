@@ -53,7 +53,7 @@ class PasswordChangeRoutes:
     @app.route("/method", methods=["GET"])
     @json_route
     async def method(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         by_code = smtp_configured(self.ctx.settings)
         return {
             "method": "email_code" if by_code else "current_password",
@@ -64,7 +64,7 @@ class PasswordChangeRoutes:
     @app.route("/email-code", methods=["POST"])
     @json_route
     async def email_code(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         read_object(request, optional=True)
         # the code always goes to the account's own address, whatever the body says
         await self.ctx.throttle.check(request, throttle.EMAIL_CODE, user["email"])
@@ -80,7 +80,7 @@ class PasswordChangeRoutes:
     @app.route("/change", methods=["POST"])
     @json_route
     async def change(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         body = read_object(request)
         await self.ctx.throttle.check(request, CHANGE_LIMIT, f"user:{user['id']}")
         new_password = registration.clean_password(body.get("new_password"), "new_password")

@@ -46,7 +46,7 @@ class ReferralRoutes:
     @app.route("/", methods=["GET"])
     @json_route
     async def show(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user = await self.ctx.sessions.user_row(request)
         summary = await self.ctx.db.transaction(store.referral_summary, user["id"])
         settings = self.ctx.settings
         code = user["referral_code"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request, json_route, make_app, read_object
+from console.services.identity.sessions import SessionUser
 from console.services.sandboxes.host_view import PRICE_FIELDS, host_view
 from gateway.billing.money import AmountError, parse_decimal, to_nanos
 from gateway.links import ids
@@ -92,7 +93,7 @@ class SandboxHostRoutes:
     def __init__(self, ctx: ConsoleContext) -> None:
         self.ctx = ctx
 
-    async def _admin(self, request: Any) -> dict[str, Any]:
+    async def _admin(self, request: Any) -> SessionUser:
         user = await self.ctx.sessions.user(request)
         if not user["is_admin"]:
             raise ApiError(403, ADMIN_REQUIRED)

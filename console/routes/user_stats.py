@@ -16,7 +16,6 @@ from console.http import json_route, make_app
 from console.routes.stats import trend_days, trend_view, utc_midnight
 from console.user_view import group_view
 from gateway.billing.money import format_nanos
-from gateway.store import users as user_store
 from gateway.store.usage_queries import user_stats
 
 
@@ -29,12 +28,11 @@ class UserStatsRoutes:
     @app.route("/", methods=["GET"])
     @json_route
     async def show(self, request: Any) -> dict[str, Any]:
-        user = await self.ctx.sessions.user(request)
+        user, relations = await self.ctx.sessions.user_with_relations(request)
         now = self.ctx.now()
         stats = await self.ctx.db.transaction(
             user_stats, user["id"], utc_midnight(now), now - timedelta(seconds=60),
             trend_days(now))
-        relations = await self.ctx.db.transaction(user_store.user_relations, user)
         group = relations.get("group")
         return {
             "balance": format_nanos(user["balance_nanos"]),

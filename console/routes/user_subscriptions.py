@@ -18,6 +18,7 @@ from twisted.web.iweb import IRequest
 from console.context import ConsoleContext
 from console.http import ApiError, json_route, make_app, read_object
 from console.routes.subscription_plans import plan_view
+from console.services.identity.sessions import SessionUser
 from console.services.wallet.payments import personal_mode
 from console.services.wallet.redeem import after_balance_change
 from console.user_view import timestamp
@@ -40,7 +41,7 @@ def subscription_view(row: dict[str, Any], plan: dict[str, Any]) -> dict[str, An
     }
 
 
-async def _member(ctx: ConsoleContext, request: IRequest) -> dict[str, Any]:
+async def _member(ctx: ConsoleContext, request: IRequest) -> SessionUser:
     """The signed-in user, unless the deployment runs in personal mode (403)."""
     user = await ctx.sessions.user(request)
     if personal_mode(ctx.settings):

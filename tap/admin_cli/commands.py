@@ -31,6 +31,7 @@ from gateway.store.ledger_audit import audit
 from gateway.store.passwords import replace_password
 from gateway.store.settings_rows import read_settings
 from gateway.store.user_lookup import UserName, account_counts, users_named
+from gateway.user_cache import DEFAULT_TTL
 
 OK, FINDING, REFUSED = 0, 1, 2
 
@@ -62,13 +63,21 @@ def _checked_password(password: str) -> str:
 
 
 def reset_password(engine: Engine, out: IO[str], who: str, read_password: PasswordSource,
-                   hasher: PasswordHasher) -> int:
+                   hasher: PasswordHasher,
+                   announce: Callable[[int], None] | None = None) -> int:
+    """``announce(user_id)`` tells running processes (their user caches) after the commit."""
     password_hash = hasher.hash(_checked_password(read_password()))
     with engine.begin() as conn:
         user = _find_user(conn, who)
         replace_password(conn, user.id, password_hash, now())
     out.write(f"password of user {user.id} ({user.username}) reset; "
               "their sessions are signed out\n")
+    if announce is not None:
+        announce(user.id)
+        out.write("running processes told to refuse the old sessions at once\n")
+    else:
+        out.write("no --redis: running processes refuse the old sessions once their cached "
+                  f"copy of the user expires (at most {DEFAULT_TTL:g} s)\n")
     return OK
 
 

@@ -47,8 +47,10 @@ def _dispatch(config: AdminOptions, engine: Engine, out: IO[str], stdin: IO[str]
     name, sub = config.subCommand, config.subOptions
     hasher = PasswordHasher()
     if name == "reset-password":
-        return commands.reset_password(engine, out, sub["user"],
-                                       _password_source(sub["password-file"], stdin), hasher)
+        redis = config["redis"]
+        return commands.reset_password(
+            engine, out, sub["user"], _password_source(sub["password-file"], stdin), hasher,
+            announce=(lambda user_id: fleet.announce_user(redis, user_id)) if redis else None)
     if name == "create-admin":
         return commands.create_admin(engine, out, sub["username"], sub["email"],
                                      _password_source(sub["password-file"], stdin), hasher)

@@ -14,6 +14,7 @@ from sqlalchemy import delete, update
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
+from gateway.invalidation import USERS
 from gateway.session_tokens import InvalidToken, TokenCodec
 from gateway.store import schema
 from gateway.store import users as user_store
@@ -71,6 +72,11 @@ class TokenCodecTests(TestCase):
 
 
 class SessionTests(AppTestCase):
+    async def announce_user_change(self, user_id: int) -> None:
+        """What every write path does after changing a user row (the tests write it directly):
+        the session check reads users from the cache this announcement invalidates."""
+        await self.ctx.invalidation.announce(USERS, str(user_id).encode())
+
     async def test_token_expires_with_the_clock(self) -> None:
         await self.setup_admin()
         alice = await self.register("alice")
@@ -95,6 +101,7 @@ class SessionTests(AppTestCase):
         alice = await self.register("alice")
         await self.ctx.db.transaction(user_store.bump_token_version, alice["user"]["id"],
                                       self.ctx.now())
+        await self.announce_user_change(alice["user"]["id"])
         revoked = await self.call("GET", "/api/user/me", token=alice["token"])
         assert revoked.status == 401
         assert revoked.json()["error"] == "Invalid session"
@@ -113,6 +120,7 @@ class SessionTests(AppTestCase):
             conn.execute(delete(schema.users).where(schema.users.c.id == user_id))  # type: ignore[attr-defined]
 
         await self.ctx.db.transaction(remove)
+        await self.announce_user_change(user_id)
         response = await self.call("GET", "/api/user/me", token=alice["token"])
         assert response.status == 401
         assert response.json()["error"] == "User not found"
@@ -128,11 +136,13 @@ class SessionTests(AppTestCase):
         await self.ctx.db.transaction(lambda conn: conn.execute(
             update(schema.users).where(schema.users.c.id == second_admin["user"]["id"])
             .values(is_admin=True)))
+        await self.announce_user_change(second_admin["user"]["id"])
         assert (await self.call("GET", "/api/settings",
                                 token=second_admin["token"])).status == 200
         await self.ctx.db.transaction(lambda conn: conn.execute(
             update(schema.users).where(schema.users.c.id == second_admin["user"]["id"])
             .values(is_admin=False)))
+        await self.announce_user_change(second_admin["user"]["id"])
         demoted = await self.call("GET", "/api/settings", token=second_admin["token"])
         assert demoted.status == 403
         assert demoted.json()["error"] == "Admin access required"

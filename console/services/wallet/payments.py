@@ -29,6 +29,7 @@ from typing import Any
 from twisted.logger import Logger
 
 from console.http import ApiError, bad_request
+from console.services.identity.sessions import SessionUser
 from console.services.wallet import epay, stripe
 from console.user_view import timestamp
 from console.validation import MISSING, Body
@@ -262,7 +263,7 @@ class PaymentService:
             raise bad_request("Recharge amount is below the minimum", field="amount")
         return amount
 
-    async def _plan_price(self, user: dict[str, Any], body: Body, plan_id: int) -> Decimal:
+    async def _plan_price(self, user: SessionUser, body: Body, plan_id: int) -> Decimal:
         """A plan order costs the plan's price; a given ``amount`` must equal it."""
         try:
             plan = await self.ctx.db.transaction(
@@ -289,7 +290,7 @@ class PaymentService:
             raise bad_request("Invalid payment exchange rate")
         return rate
 
-    async def create_order(self, user: dict[str, Any], data: dict[str, Any],
+    async def create_order(self, user: SessionUser, data: dict[str, Any],
                            site_base: str) -> dict[str, Any]:
         if personal_mode(self.ctx.settings):
             raise ApiError(403, PREMIUM_REQUIRED)

@@ -15,6 +15,7 @@ from twisted.web.iweb import IRequest
 
 from console.context import ConsoleContext
 from console.http import ApiError, bad_request
+from console.services.identity.sessions import SessionUser
 from console.services.identity.throttle import Limit
 from gateway.invalidation import USERS
 from gateway.store import redeem_codes as store
@@ -41,7 +42,7 @@ async def throttle(ctx: ConsoleContext, request: IRequest, user_id: int) -> None
                        headers={"Retry-After": str(verdict.retry_after)})
 
 
-async def redeem(ctx: ConsoleContext, request: IRequest, user: dict[str, Any],
+async def redeem(ctx: ConsoleContext, request: IRequest, user: SessionUser,
                  raw_code: Any) -> dict[str, Any]:
     """Redeem ``raw_code`` for ``user``: the store's result, or a 400/429 ``ApiError``."""
     if raw_code is not None and not isinstance(raw_code, str):
