@@ -7,28 +7,18 @@ slow re-check) and B stops it, which must cancel A's model call at once.
 
 from __future__ import annotations
 
-from typing import Any
-
 import treq
 from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.task import deferLater
 
-from gateway.state.redis import RedisState
 from tests.console.test_assistant_completions import AssistantCase
 from tests.support.app import Response
-from tests.support.redis_server import fresh_prefix, redis_server
+from tests.support.redis_nodes import SharedRedisNodes
 from tests.support.tool_upstream import HANG, text
 
 
-class RunsAcrossNodesTests(AssistantCase):
-    def open_app(self, **overrides: Any) -> Any:
-        if not hasattr(self, "redis_url"):
-            self.redis_url = redis_server().url(fresh_prefix())
-        state = RedisState.from_url(reactor, self.redis_url)
-        state.start()  # the app stops the state on close
-        return super().open_app(state=state, **overrides)
-
+class RunsAcrossNodesTests(SharedRedisNodes, AssistantCase):
     async def start_node_b(self) -> None:
         node = self.node_b = self.open_app()
         self.addCleanup(node.close)

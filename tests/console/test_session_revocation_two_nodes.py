@@ -13,7 +13,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import treq
 from twisted.internet import reactor
@@ -21,24 +20,16 @@ from twisted.internet.defer import DeferredQueue
 from twisted.internet.threads import deferToThread
 
 from gateway.invalidation import USERS
-from gateway.state.redis import RedisState
 from tests.support.app import AppTestCase, Response
-from tests.support.redis_server import fresh_prefix, redis_server
+from tests.support.redis_nodes import SharedRedisNodes
 
 LISTING = "/api/user/api-keys"
 #: the operators' tool, installed next to this interpreter
 ADMIN = str(Path(sys.executable).parent / "lockgate-admin")
 
 
-class ConsoleRevocationAcrossNodesTests(AppTestCase):
+class ConsoleRevocationAcrossNodesTests(SharedRedisNodes, AppTestCase):
     backend = "postgresql"
-
-    def open_app(self, **overrides: Any) -> Any:
-        if not hasattr(self, "redis_url"):
-            self.redis_url = redis_server().url(fresh_prefix())
-        state = RedisState.from_url(reactor, self.redis_url)
-        state.start()  # the app stops the state on close
-        return super().open_app(state=state, **overrides)
 
     async def ready(self) -> None:
         self.admin_token = await self.setup_admin()

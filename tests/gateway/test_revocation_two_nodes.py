@@ -19,24 +19,16 @@ from twisted.internet.defer import DeferredQueue
 from twisted.internet.task import deferLater
 
 from gateway.invalidation import USERS
-from gateway.state.redis import RedisState
 from gateway.store import schema
 from gateway.user_cache import DEFAULT_TTL
 from tests.gateway.gateway_case import GatewayTestCase
 from tests.support.app import Response
-from tests.support.redis_server import fresh_prefix, redis_server
+from tests.support.redis_nodes import SharedRedisNodes
 
 CHAT = {"model": "gpt-fake", "max_tokens": 3, "messages": [{"role": "user", "content": "x"}]}
 
 
-class RevocationAcrossNodesTests(GatewayTestCase):
-    def open_app(self, **overrides: Any) -> Any:
-        if not hasattr(self, "redis_url"):
-            self.redis_url = redis_server().url(fresh_prefix())
-        state = RedisState.from_url(reactor, self.redis_url)
-        state.start()  # the app stops the state on close
-        return super().open_app(state=state, **overrides)
-
+class RevocationAcrossNodesTests(SharedRedisNodes, GatewayTestCase):
     async def start_node_b(self) -> None:
         node = self.node_b = self.open_app()
         self.addCleanup(node.close)

@@ -6,24 +6,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from twisted.internet import reactor
-
 from gateway.links import ids
-from gateway.state.redis import RedisState
 from gateway.store import connector_tasks as task_store
 from tests.gateway.links.link_case import DEVICES, LinkTestCase
-from tests.support.redis_server import fresh_prefix, redis_server
+from tests.support.redis_nodes import SharedRedisNodes
 
 
-class TwoNodeLinkTests(LinkTestCase):
+class TwoNodeLinkTests(SharedRedisNodes, LinkTestCase):
     backend = "postgresql"
-
-    def open_app(self, **overrides: Any) -> Any:
-        if not hasattr(self, "redis_url"):
-            self.redis_url = redis_server().url(fresh_prefix())
-        state = RedisState.from_url(reactor, self.redis_url)
-        state.start()  # the app stops the state on close
-        return super().open_app(state=state, **overrides)
 
     async def start_node_b(self) -> None:
         node = self.node_b = self.open_app()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet import reactor
 from twisted.internet.defer import ensureDeferred, gatherResults
 from twisted.trial.unittest import TestCase
 
@@ -21,10 +20,9 @@ from gateway.jobs.sandbox_storage import (
 )
 from gateway.sandboxes.settlement import settle_sandbox_task
 from gateway.settings.store import Settings
-from gateway.state.redis import RedisState
 from gateway.store.upsert import upsert_setting
 from tests.gateway.sandboxes.sandbox_case import SandboxCase
-from tests.support.redis_server import fresh_prefix, redis_server
+from tests.support.redis_nodes import SharedRedisNodes
 
 UNIT = 1_000_000_000
 #: 10 GB at 0.01 per GB-hour: 0.1 per hour
@@ -123,17 +121,10 @@ class IntervalSettingTests(TestCase):
             self.assertEqual(settle_interval(Settings({SETTING: bad})), 3600, bad)
 
 
-class TwoNodeStorageJobTests(StorageJobCase):
+class TwoNodeStorageJobTests(SharedRedisNodes, StorageJobCase):
     """Node A (the test's app) and node B on one PostgreSQL and one redis-server."""
 
     backend = "postgresql"
-
-    def open_app(self, **overrides: Any) -> Any:
-        if not hasattr(self, "redis_url"):
-            self.redis_url = redis_server().url(fresh_prefix())
-        state = RedisState.from_url(reactor, self.redis_url)
-        state.start()  # the app stops the state on close
-        return super().open_app(state=state, **overrides)
 
     async def node_b(self) -> Any:
         node = self.open_app()

@@ -13,24 +13,16 @@ from typing import Any
 
 from twisted.internet import reactor
 
-from gateway.state.redis import RedisState
 from gateway.store import schema
 from gateway.studio.control_loop import ControlLoop
 from gateway.studio.work_start import AssistantInternalRuns
 from tests.gateway.studio.test_control_loop import StudioLoopCase
-from tests.support.redis_server import fresh_prefix, redis_server
+from tests.support.redis_nodes import SharedRedisNodes
 from tests.support.tool_upstream import HANG
 
 
-class SchedulerFailoverTests(StudioLoopCase):
+class SchedulerFailoverTests(SharedRedisNodes, StudioLoopCase):
     backend = "postgresql"
-
-    def open_app(self, **overrides: Any) -> Any:
-        if not hasattr(self, "redis_url"):
-            self.redis_url = redis_server().url(fresh_prefix())
-        state = RedisState.from_url(reactor, self.redis_url)
-        state.start()  # the app stops the state on close
-        return super().open_app(state=state, **overrides)
 
     def node_loop(self, app: Any, node: str) -> ControlLoop:
         loop = ControlLoop(reactor, self.loop_clock, app.ctx.db,
