@@ -22,17 +22,8 @@ from gateway.channels.http import (
     UpstreamResponse,
     UpstreamUnavailable,
 )
-from tests.support.redis_server import _make_certificates
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    waited = 0.0
-    while not predicate():
-        if waited > timeout:
-            raise AssertionError("condition not reached")
-        await deferLater(reactor, 0.005, lambda: None)
-        waited += 0.005
-
+from tests.support.redis_server import make_certificates
+from tests.support.waiting import wait_for
 
 Handler = Callable[["RawServerProtocol", bytes, bytes, bytes], None]
 
@@ -336,7 +327,7 @@ class LeanClientTests(TestCase):
 
     async def test_https_with_a_test_certificate(self) -> None:
         directory = tempfile.mkdtemp()
-        ca_file, cert_file, key_file = _make_certificates(directory)
+        ca_file, cert_file, key_file = make_certificates(directory)
         with open(cert_file, "rb") as f:
             cert_pem = f.read()
         with open(key_file, "rb") as f:

@@ -23,18 +23,11 @@ from gateway.channels.http import (
 )
 from gateway.protocols.sse import SSEParser
 from tests.support.upstream import FakeUpstream, content_piece, count_prompt_tokens
+from tests.support.waiting import wait_for
 
 JSON = {b"content-type": [b"application/json"]}
 
 
-async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    """Let the real reactor run until ``predicate()`` holds (sockets are real here)."""
-    waited = 0.0
-    while not predicate():
-        if waited > timeout:
-            raise AssertionError("condition not reached")
-        await deferLater(reactor, 0.005, lambda: None)
-        waited += 0.005
 
 
 class Sink:

@@ -45,7 +45,7 @@ class RedisServer:
         self.ca_file = ""
         listen = ["--port", str(self.port)]
         if tls:
-            self.ca_file, cert, key = _make_certificates(self.root)
+            self.ca_file, cert, key = make_certificates(self.root)
             listen = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert,
                       "--tls-key-file", key, "--tls-ca-cert-file", self.ca_file,
                       "--tls-auth-clients", "no"]
@@ -121,7 +121,7 @@ class RedisServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _make_certificates(directory: str) -> tuple[str, str, str]:
+def make_certificates(directory: str) -> tuple[str, str, str]:
     """A CA and a server certificate for 127.0.0.1 signed by it (openssl CLI)."""
     if shutil.which("openssl") is None:
         raise FileNotFoundError("openssl not found on PATH")
