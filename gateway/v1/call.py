@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import Span
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -352,6 +352,12 @@ async def open_upstream(ctx: GatewayContext, log: RequestLog, channel: Any, url:
             raise ClientLeftError() from exc
         report_transport(ctx.health, log, channel, exc)
         raise errors.upstream_failed() from exc
+    except CancelledError as exc:
+        # cancelled while still connecting (a sent request fails as UpstreamError): the
+        # caller's hang-up, a stop or a run deadline -- never an unhandled error
+        if left():
+            raise ClientLeftError() from exc
+        raise
     finally:
         hold(None)
 
