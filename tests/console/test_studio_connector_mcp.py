@@ -10,11 +10,6 @@ connector fields empty), so a connector server there is the listing failure §1.
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import select, update
-
-from gateway.store import schema
 from tests.connector.runner_support import temp_dir
 from tests.console.test_assistant_completions import cost_nanos
 from tests.console.test_connector_mcp_end_to_end import local_server
@@ -29,16 +24,6 @@ NO_DEVICE = ("Failed to load MCP tools: Local: connector MCP server requires a s
 
 
 class StudioConnectorMcpTests(ProgramCase, StudioLoopCase):
-    async def equip_worker(self, **values: Any) -> None:
-        def write(conn: Any) -> None:
-            [agents] = conn.execute(select(schema.studios.c.agents)).scalars()
-            for member in agents:
-                if member["id"] == "wrk":
-                    member.update(values)
-            conn.execute(update(schema.studios).values(agents=agents))
-
-        await self.ctx.db.transaction(write)
-
     async def test_a_delegated_member_calls_its_connector_server_on_the_runs_device(
             self) -> None:
         await self.studio(workers=("wrk",))

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from sqlalchemy import select, update
 
 from gateway.store import schema
 from tests.console.test_assistant_completions import cost_nanos
@@ -305,16 +304,6 @@ class SplitTests(StudioLoopCase):
 
 
 class MemberEquipmentTests(StudioLoopCase):
-    async def equip_worker(self, **values: Any) -> None:
-        def write(conn: Any) -> None:
-            [agents] = conn.execute(select(schema.studios.c.agents)).scalars()
-            for member in agents:
-                if member["id"] == "wrk":
-                    member.update(values)
-            conn.execute(update(schema.studios).values(agents=agents))
-
-        await self.ctx.db.transaction(write)
-
     async def test_a_member_works_with_its_own_skills(self) -> None:
         await self.studio(workers=("wrk",))
         skill_id = await self.skill()

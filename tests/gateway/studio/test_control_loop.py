@@ -61,6 +61,17 @@ class StudioLoopCase(AssistantCase):
         self.loop = self.control_loop("node-a")
         return self.company_id
 
+    async def equip_worker(self, **values: Any) -> None:
+        """Set fields of the studio's worker member ("wrk")."""
+        def write(conn: Any) -> None:
+            [agents] = conn.execute(select(schema.studios.c.agents)).scalars()
+            for member in agents:
+                if member["id"] == "wrk":
+                    member.update(values)
+            conn.execute(update(schema.studios).values(agents=agents))
+
+        await self.ctx.db.transaction(write)
+
     def control_loop(self, node: str) -> ControlLoop:
         assert self.app.assistant is not None
         loop = ControlLoop(reactor, self.loop_clock, self.ctx.db,
