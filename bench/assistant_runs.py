@@ -3,7 +3,7 @@
 A script, not a test::
 
     python bench/assistant_runs.py [--runs 200] [--rounds 5] [--tails 300] [--repeat 2]
-                                   [--profile FILE]
+                                   [--model-latency 0 0.5 1.0] [--profile FILE]
 
 Starts ``bench/upstream.py`` and a real ``twistd -n lockgate`` (temporary SQLite file, access
 log to a file, a metrics listener), provisions it through the console API
@@ -30,7 +30,21 @@ log to a file, a metrics listener), provisions it through the console API
    start and finish cancelled out); CPU is also split into the reactor thread and the rest
    (the database thread pool).  On a loaded machine the marginal figure is the noisiest one
    (a difference of two phases measured a minute apart): read it over several runs.
-
+   ``core_utilisation`` is the gateway's CPU seconds over the phase's wall (to the moment it
+   was last busy): near 1.0 the one core is saturated and rounds queue behind each other.
+4. **With a model's latency** (``--model-latency 0.5 1.0``: seconds; 0 is phase 3).  The
+   instant upstream makes phase 3 a closed loop at saturation, whose p50 is queueing (rounds in
+   flight x wall per round), not what a user sees when a model takes 0.5-3 s per round.  Here
+   the upstream holds every model call of the run's model (the ``latency-<ms>`` and
+   ``jitter-<ms>`` knobs of ``bench/upstream.py`` in the upstream model name; a timer, not a
+   sleep) and the same concurrent phase runs again.  ``--model-jitter`` (default 0.5) spreads
+   the holds over latency x (1 +/- 0.5): with one exact hold the 200 runs move in lockstep and
+   every round lands in one burst, which no real set of agents does.  The hold of each call is
+   a hash of the run's own user message (each run sends a different one) and the round, so
+   the bench knows it exactly: per-round overhead = wall(round) - that round's hold - direct
+   p50 of the upstream at 0 latency (the upstream cannot report its hold through Lockgate; a
+   timer firing late on a loaded machine is counted as overhead, never subtracted).  Reported
+   with rounds in flight, CPU per round and the core's utilisation over the phase.
 Then **SSE tails**: a second model points at a socket that accepts and never answers; ``--tails``
 runs wait on it, one ``GET /runs/:id/events`` SSE tail is opened per run, and the RSS growth
 divided by the number of tails is the memory per open tail (the waiting runs' own memory is
@@ -46,6 +60,7 @@ import argparse
 import http.client
 import json
 import os
+import secrets
 import socket
 import statistics
 import subprocess
@@ -63,6 +78,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench.provision import provision  # noqa: E402
 from bench.run import cpu_seconds, free_port, rss_kib, wait_http  # noqa: E402
+from bench.upstream import jittered_hold_ms  # noqa: E402
 
 TERMINAL = ("completed", "failed", "cancelled")
 
@@ -131,8 +147,12 @@ class Meter:
         self.reactor0 = reactor_cpu_seconds(pid)
         self.tx0 = transactions(metrics_port)
 
+    def cpu(self) -> float:
+        """The gateway's CPU seconds since the start (all threads)."""
+        return (cpu_seconds(self.pid) or 0.0) - self.cpu0
+
     def per(self, units: int) -> dict[str, float | None]:
-        cpu = (cpu_seconds(self.pid) or 0.0) - self.cpu0
+        cpu = self.cpu()
         reactor = reactor_cpu_seconds(self.pid) - self.reactor0
         tx1 = transactions(self.metrics_port)
         tx = None if tx1 is None or self.tx0 is None else tx1 - self.tx0
@@ -141,20 +161,22 @@ class Meter:
                 "db_transactions": None if tx is None else round(tx / units, 2)}
 
 
-def wait_idle(pid: int, quiet: float = 0.5) -> None:
-    """Until the gateway used no CPU for ``quiet`` seconds (10 ms ticks)."""
-    last, since = cpu_seconds(pid), time.monotonic()
-    while time.monotonic() - since < quiet:
+def wait_idle(pid: int, quiet: float = 0.5) -> float:
+    """Until the gateway used no CPU for ``quiet`` seconds (10 ms ticks); when (perf_counter)
+    it was last seen busy."""
+    last, since = cpu_seconds(pid), time.perf_counter()
+    while time.perf_counter() - since < quiet:
         time.sleep(0.1)
         now = cpu_seconds(pid)
         if now != last:
-            last, since = now, time.monotonic()
+            last, since = now, time.perf_counter()
+    return since
 
 
-def start_run(port: int, token: str, model: str) -> str:
+def start_run(port: int, token: str, model: str, text: str = "benchmark round") -> str:
     status, body = request(port, "POST", "/api/user/advanced-chat/completions", token, {
         "model": model, "mode": "assistant",
-        "messages": [{"role": "user", "content": "benchmark round"}]})
+        "messages": [{"role": "user", "content": text}]})
     if status != 202:
         raise SystemExit(f"completion refused: {status} {body}")
     return str(body["run"]["id"])
@@ -221,22 +243,45 @@ def serial_phase(port: int, token: str, model: str, runs: int, rounds: int,
 
 
 def concurrent_phase(port: int, metrics_port: int, pid: int, token: str, model: str,
-                     runs: int, rounds: int, upstream: float) -> dict[str, Any]:
+                     runs: int, rounds: int, upstream: float, latency: float = 0.0,
+                     jitter: float = 0.0) -> dict[str, Any]:
+    """``runs`` runs at once.  With a model ``latency`` (seconds; ``jitter`` a fraction of it)
+    each run sends its own user message, so the bench knows the upstream's hold of every
+    round (``jittered_hold_ms``) and subtracts it, with ``upstream`` (the upstream's own time
+    per call at no latency), from that round's wall.  The gateway idles while the upstream
+    holds the calls, so the phase ends only after the longest hold + 0.5 s without CPU; its
+    wall runs to the moment the gateway was last busy."""
+    # as the upstream model name carries them (whole ms)
+    latency_ms, jitter_ms = round(latency * 1000), round(latency * 1000 * jitter)
+    tag = secrets.token_hex(4)
+    texts = [f"benchmark round {tag}-{n}" for n in range(runs)]
     wait_idle(pid)
     meter = Meter(pid, metrics_port)
     began = time.perf_counter()
     with ThreadPoolExecutor(32) as pool:
-        run_ids = list(pool.map(lambda _: start_run(port, token, model), range(runs)))
-    wait_idle(pid)
+        run_ids = list(pool.map(lambda text: start_run(port, token, model, text), texts))
+    last_busy = wait_idle(pid, quiet=(latency_ms + jitter_ms) / 1000 + 0.5)
+    cpu = meter.cpu()
     cost = meter.per(runs * rounds)
-    wall = time.perf_counter() - began
+    wall = last_busy - began
     while any(run_record(port, token, r)["status"] not in TERMINAL for r in run_ids):
         time.sleep(0.5)
     with ThreadPoolExecutor(8) as pool:
         marks = list(pool.map(lambda r: round_marks(port, token, r, rounds), run_ids))
-    walls = [(b - a).total_seconds() * 1000 for m in marks for a, b in pairwise(m)]
-    return {"runs": runs, "rounds": len(walls), "wall_s": round(wall, 2),
-            **overhead(walls, upstream), **in_flight(marks), "per_round": cost}
+    walls: list[float] = []
+    net: list[float] = []
+    for text, run_marks in zip(texts, marks, strict=True):
+        for done, (a, b) in enumerate(pairwise(run_marks)):
+            wall_ms = (b - a).total_seconds() * 1000
+            walls.append(wall_ms)
+            net.append(wall_ms - jittered_hold_ms(latency_ms, jitter_ms, text, done))
+    figures = overhead(net, upstream)
+    figures["round_p50_ms"] = round(statistics.median(walls), 2)
+    figures["round_p99_ms"] = round(quantile(walls, 0.99), 2)
+    return {"runs": runs, "rounds": len(walls), "model_latency_s": latency,
+            "model_jitter_ms": round(jitter_ms, 1), "wall_s": round(wall, 2), **figures,
+            **in_flight(marks), "core_utilisation": round(cpu / wall, 3) if wall > 0 else None,
+            "per_round": cost}
 
 
 def reference_phase(port: int, metrics_port: int, pid: int, key: str,
@@ -341,6 +386,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--serial-runs", type=int, default=30)
     parser.add_argument("--tails", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--model-latency", type=float, nargs="+", default=[0.0],
+                        metavar="SECONDS",
+                        help="the upstream holds each model call this long; one concurrent "
+                             "phase per value (0: the saturation figure)")
+    parser.add_argument("--model-jitter", type=float, default=0.5, metavar="FRACTION",
+                        help="each call's hold spreads over latency x (1 +/- FRACTION), so "
+                             "runs do not move in lockstep (0: every call holds exactly)")
     parser.add_argument("--profile", help="cProfile the gateway into this file")
     args = parser.parse_args(argv)
     if args.rounds < 2:
@@ -363,9 +415,13 @@ def main(argv: list[str] | None = None) -> None:
         gateway = start_lockgate(tmp, gw_port, metrics_port, args.profile)
         if not wait_http(gw_port, "/healthz", 30):
             raise SystemExit(f"gateway did not start; see {tmp}")
+        latencies = sorted(set(args.model_latency) - {0.0})
         key, _log = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}", {
             model: f"bench+rounds-{args.rounds}", "bench-assistant-1": "bench+rounds-1",
-            "bench-reference": "bench"})
+            "bench-reference": "bench", **{latency_model(latency): (
+                f"bench+rounds-{args.rounds}+latency-{round(latency * 1000)}"
+                f"+jitter-{round(latency * 1000 * args.model_jitter)}")
+                for latency in latencies}})
         token = login(gw_port)
         _silent_channel(gw_port, token, silent.getsockname()[1])
         direct = upstream_ms(up_port, args.rounds)
@@ -385,6 +441,11 @@ def main(argv: list[str] | None = None) -> None:
                     gw_port, metrics_port, gateway.pid, token, "bench-assistant-1", args.runs,
                     1, direct)})
             result = repeats[-1]
+            result["with_model_latency"] = {
+                str(latency): concurrent_phase(
+                    gw_port, metrics_port, gateway.pid, token, latency_model(latency),
+                    args.runs, args.rounds, direct, latency, args.model_jitter)
+                for latency in latencies}
             result["marginal_round"] = marginal(result["concurrent_one_round"],
                                                 result["concurrent"], args.rounds)
             v1 = result["reference_v1"]["per_call"]["cpu_ms"]
@@ -408,6 +469,17 @@ def main(argv: list[str] | None = None) -> None:
             "round_cpu_over_v1_call_cpu": ("round_cpu_over_v1_call_cpu",),
             "marginal_round_cpu_over_v1_call_cpu": ("marginal_round_cpu_over_v1_call_cpu",),
         }.items()}
+        for latency in latencies:
+            for figure, path in {
+                    "overhead_p50_ms": ("overhead_p50_ms",),
+                    "overhead_p99_ms": ("overhead_p99_ms",),
+                    "rounds_in_flight_mean": ("rounds_in_flight_mean",),
+                    "cpu_ms_per_round": ("per_round", "cpu_ms"),
+                    "core_utilisation": ("core_utilisation",)}.items():
+                summary[f"latency_{latency}s_{figure}"] = spread(
+                    repeats, "with_model_latency", str(latency), *path)
+        summary["concurrent_core_utilisation"] = spread(repeats, "concurrent",
+                                                        "core_utilisation")
         results = {"upstream_direct_p50_ms": round(direct, 3), "rounds_per_run": args.rounds,
                    "min_max": summary, "repeats": repeats,
                    "sse_tails": tails_phase(gw_port, gateway.pid, token, args.tails),
@@ -419,6 +491,11 @@ def main(argv: list[str] | None = None) -> None:
                 process.terminate()
                 process.wait(30)
         silent.close()
+
+
+def latency_model(latency: float) -> str:
+    """The public model whose upstream holds each call ``latency`` seconds."""
+    return f"bench-assistant-l{round(latency * 1000)}"
 
 
 def _silent_channel(port: int, token: str, silent_port: int) -> None:

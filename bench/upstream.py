@@ -14,7 +14,17 @@ fewer than n-1 tool results, the fixed text after (an assistant run of exactly n
 rounds).  The gateway maps a public model to such an upstream model name, so one upstream
 serves every benchmark phase.
 
-    python bench/upstream.py --port 9100 [--chunks 20] [--pace 0.05]
+A real model takes its time: ``--latency-ms`` holds every chat/completions answer (a stream's
+first byte) that long, and ``--jitter-ms`` spreads the holds over latency +/- jitter (never
+below 0: each call's hold is a hash of its conversation's last user message and number of tool
+results, so a benchmark can compute it exactly, see ``jittered_hold_ms``); the knobs
+``latency-<ms>`` and ``jitter-<ms>`` in the model name do the same per request. The hold is a
+timer on the upstream's event loop, never a blocking sleep, so any number of held calls cost
+nothing while they wait; requests pipelined behind a held one on the same connection wait their
+turn. Default 0: no hold, the benches that never ask are unchanged.
+
+    python bench/upstream.py --port 9100 [--chunks 20] [--pace 0.05] [--latency-ms 0]
+                             [--jitter-ms 0]
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -31,6 +42,8 @@ import orjson
 
 _KNOB = re.compile(rb"(chunks|pace)-([\d.]+)")
 _ROUNDS = re.compile(r"rounds-(\d+)")
+_HOLD = re.compile(rb"(latency|jitter)-([\d.]+)")
+_MODEL = re.compile(rb'"model"\s*:\s*"([^"]*)"')
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
 _CLOSE = re.compile(rb"\r\nconnection:[ \t]*close", re.IGNORECASE)
 _USAGE = {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
@@ -82,9 +95,49 @@ _MODELS = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length
            + str(len(_MODELS_BODY)).encode() + b"\r\n\r\n" + _MODELS_BODY)
 
 
+def jittered_hold_ms(latency_ms: float, jitter_ms: float, user_text: str,
+                     tool_results: int) -> float:
+    """The hold of one call: latency + jitter x u, u in [-1, 1) from a hash of the
+    conversation's last user message and its number of tool results (never below 0).
+    Deterministic, so a benchmark that knows what it sent knows each call's hold exactly,
+    yet the calls of different conversations and rounds spread over the whole range."""
+    if jitter_ms <= 0:
+        return max(0.0, latency_ms)
+    digest = hashlib.blake2b(f"{user_text}|{tool_results}".encode(), digest_size=8).digest()
+    spread = int.from_bytes(digest, "big") / 2 ** 63 - 1
+    return max(0.0, latency_ms + jitter_ms * spread)
+
+
+def hold_seconds(body: bytes, latency_ms: float, jitter_ms: float) -> float:
+    """How long to hold this request's answer: the defaults, or the model name's knobs."""
+    if latency_ms <= 0 and b"latency-" not in body:
+        return 0.0  # the common case: no knob, no hold, no parsing
+    model = _MODEL.search(body)
+    if model is not None:
+        for name, value in _HOLD.findall(model.group(1)):
+            if name == b"latency":
+                latency_ms = float(value)
+            else:
+                jitter_ms = float(value)
+    if jitter_ms <= 0:
+        return max(0.0, latency_ms) / 1000
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        request = {}
+    messages = request.get("messages") if isinstance(request, dict) else None
+    messages = [m for m in messages or [] if isinstance(m, dict)]
+    users = [m.get("content") for m in messages if m.get("role") == "user"]
+    user_text = users[-1] if users and isinstance(users[-1], str) else ""
+    tool_results = sum(1 for m in messages if m.get("role") == "tool")
+    return jittered_hold_ms(latency_ms, jitter_ms, user_text, tool_results) / 1000
+
+
 class Upstream(asyncio.Protocol):
     chunks = 20
     pace = 0.05
+    latency_ms = 0.0
+    jitter_ms = 0.0
     _json_cache: dict[str, bytes] = {}
     #: request body -> its fixed non-streamed answer (only those depend on nothing else)
     _answer_by_body: dict[bytes, bytes] = {}
@@ -123,6 +176,26 @@ class Upstream(asyncio.Protocol):
         line = head[:head.find(b"\r\n")] if b"\r\n" in head else head
         method, _, rest = line.partition(b" ")
         path = rest.partition(b" ")[0]
+        if method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
+            hold = hold_seconds(body, self.latency_ms, self.jitter_ms)
+            if hold > 0:
+                self.streaming = True  # requests pipelined behind this one wait their turn
+                self.timer = asyncio.get_running_loop().call_later(
+                    hold, self.held, head, body, method, path)
+                return
+        self.respond(head, body, method, path)
+
+    def held(self, head: bytes, body: bytes, method: bytes, path: bytes) -> None:
+        """A held request's time is up: answer it (unless the client has gone)."""
+        self.timer = None
+        if self.transport.is_closing():
+            return
+        self.streaming = False
+        self.respond(head, body, method, path)
+        if not self.streaming and self.buffer:
+            self.data_received(b"")
+
+    def respond(self, head: bytes, body: bytes, method: bytes, path: bytes) -> None:
         if method == b"GET" and path == b"/v1/models":
             self.transport.write(_MODELS)
         elif method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
@@ -233,10 +306,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--chunks", type=int, default=20, help="SSE content chunks per stream")
     parser.add_argument("--pace", type=float, default=0.05, help="seconds between chunks")
+    parser.add_argument("--latency-ms", type=float, default=0.0,
+                        help="hold each chat/completions answer this long (a model's time)")
+    parser.add_argument("--jitter-ms", type=float, default=0.0,
+                        help="spread the holds over latency +/- jitter")
     parser.add_argument("--ready-file", help="write the bound port here once listening")
     args = parser.parse_args(argv)
     Upstream.chunks = args.chunks
     Upstream.pace = args.pace
+    Upstream.latency_ms = args.latency_ms
+    Upstream.jitter_ms = args.jitter_ms
     try:
         asyncio.run(serve(args.host, args.port, args.ready_file))
     except KeyboardInterrupt:
