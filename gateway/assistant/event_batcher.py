@@ -10,7 +10,8 @@ is a fixed handful of statements however large (``gateway/store/assistant/event_
 the items keep the order they were queued in, an ended run gets none of its items written, and
 the runs' rows are locked first, so ``seq`` order and "no event after the terminal one" hold
 across nodes too.  The bus announcement of each row happens after its batch commits.  A batch
-that fails is retried item by item, so one bad event fails only its own writer.
+that fails is retried item by item, so one bad event fails only its own writer.  Batches go
+through the database's lean path (``DBRunner.driver_transaction``: plain DB-API statements).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from twisted.logger import Logger
 
 from gateway.store.assistant.event_batches import Answer, PendingEvent, append_batch
 from gateway.store.assistant.rows import RunEventRow, RunRow
+from gateway.store.driver_sql import DriverSQL
 from gateway.store.pool import DBRunner
 
 log = Logger()
@@ -35,22 +37,13 @@ MAX_BATCH = 200
 
 @dataclass
 class _Item:
-    run: RunRow
-    event: str
-    payload: dict[str, Any]
-    values: dict[str, Any]
-    now: datetime
-    starts: bool = False
-    answer: Answer | None = None
+    #: what the batch writes, made once when queued
+    pending: PendingEvent
     done: Deferred[RunEventRow | None] = field(default_factory=Deferred)
 
-    def pending(self) -> PendingEvent:
-        return PendingEvent(self.run.id, self.run.session_id, self.event, self.payload,
-                            self.values, self.now, self.starts, self.answer)
 
-
-def _write_all(conn: Any, items: list[_Item]) -> list[RunEventRow | None]:
-    return append_batch(conn, [item.pending() for item in items])
+def _write_all(sql: DriverSQL, items: list[_Item]) -> list[RunEventRow | None]:
+    return append_batch(sql, [item.pending for item in items])
 
 
 @dataclass
@@ -72,7 +65,8 @@ class EventBatcher:
               answer: Answer | None = None) -> Deferred[RunEventRow | None]:
         """Queue one event (``starts``: the run's start; ``answer``: its finish, see
         ``event_batches``); answers the row once committed, None when it was not written."""
-        item = _Item(run, event, payload, dict(values or {}), now, starts, answer)
+        item = _Item(PendingEvent(run.id, run.session_id, event, payload, dict(values or {}),
+                                  now, starts, answer))
         self._queue.append(item)
         self._schedule()
         return item.done
@@ -97,7 +91,7 @@ class EventBatcher:
 
     async def _commit(self, batch: list[_Item]) -> None:
         try:
-            rows = await self.db.transaction(_write_all, batch)
+            rows = await self.db.driver_transaction(_write_all, batch)
         except Exception:
             log.failure("a run event batch failed; writing its events one by one")
             await self._one_by_one(batch)
@@ -109,7 +103,7 @@ class EventBatcher:
     async def _one_by_one(self, batch: list[_Item]) -> None:
         for item in batch:
             try:
-                [row] = await self.db.transaction(_write_all, [item])
+                [row] = await self.db.driver_transaction(_write_all, [item])
             except Exception as exc:
                 item.done.errback(exc)
                 continue

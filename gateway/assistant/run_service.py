@@ -226,7 +226,11 @@ class RunService:
                                   answer=answer)
 
     def announce(self, rows: list[RunEventRow]) -> None:
-        for row in rows:
+        """One message per run for the rows committed together: its newest row.  A tail that
+        wakes reads every event after the last one it sent, so the earlier rows of the same
+        commit would only wake it again for nothing (and cost a bus message each)."""
+        newest = {row.run_id: row for row in rows}
+        for row in newest.values():
             message = orjson.dumps({"seq": row.seq, "event": row.event})
             self.ctx.state.publish(events_channel(row.run_id), message).addErrback(
                 lambda f: log.failure("run event announcement failed", f))

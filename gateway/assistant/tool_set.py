@@ -79,9 +79,13 @@ class Tool:
 @dataclass
 class ToolSet:
     tools: dict[str, Tool] = field(default_factory=dict)
+    #: ``specs()`` as last built: every round of a run sends the same list
+    _specs: list[dict[str, Any]] | None = field(default=None, init=False, repr=False,
+                                               compare=False)
 
     def add(self, tool: Tool) -> None:
         self.tools[tool.name] = tool
+        self._specs = None
 
     def extend(self, tools: Iterable[Tool]) -> None:
         for tool in tools:
@@ -99,7 +103,11 @@ class ToolSet:
                         if tool.group not in disabled})
 
     def specs(self) -> list[dict[str, Any]]:
-        return [tool.spec() for tool in self.tools.values()]
+        """The tools as a request's ``tools``; built once until a tool is added (callers
+        only serialise it)."""
+        if self._specs is None:
+            self._specs = [tool.spec() for tool in self.tools.values()]
+        return self._specs
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)

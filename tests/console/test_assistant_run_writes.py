@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 from twisted.internet.defer import ensureDeferred, gatherResults
 
+from gateway.assistant.run_service import events_channel
 from gateway.store import schema
+from gateway.store.assistant.rows import RunEventRow
 from tests.console.test_assistant_completions import AssistantCase, cost_nanos
 from tests.support.tool_upstream import tool_call
 
@@ -34,17 +37,19 @@ class RunWritesTests(AssistantCase):
         runs (the real ``transaction`` runs it; the wrapper only counts)."""
         seen: Counter[str] = Counter()
         db = self.ctx.db
-        real = db.transaction
+        # Core transactions and the lean DB-API ones (the events' group commits)
+        for method in ("transaction", "driver_transaction"):
+            real = getattr(db, method)
 
-        def counting(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            name = getattr(fn, "__qualname__", repr(fn))
-            if getattr(fn, "__module__", "").startswith(RUN_PATH) \
-                    and not name.startswith(PERIODIC):
-                seen[name] += 1
-            return real(fn, *args, **kwargs)
+            def counting(fn: Any, *args: Any, real: Any = real, **kwargs: Any) -> Any:
+                name = getattr(fn, "__qualname__", repr(fn))
+                if getattr(fn, "__module__", "").startswith(RUN_PATH) \
+                        and not name.startswith(PERIODIC):
+                    seen[name] += 1
+                return real(fn, *args, **kwargs)
 
-        db.transaction = counting  # type: ignore[method-assign]
-        self.addCleanup(setattr, db, "transaction", real)
+            setattr(db, method, counting)
+            self.addCleanup(setattr, db, method, real)
         return seen
 
     async def start(self) -> dict[str, Any]:
@@ -100,3 +105,23 @@ class RunWritesTests(AssistantCase):
         rows, total = await self.usage_cost()
         assert rows == sum(r["current_round"] for r in runs) == 2 * count
         assert sum(cost_nanos(r["cost"]) for r in runs) == total > 0
+
+    async def test_rows_committed_together_wake_a_runs_tails_once(self) -> None:
+        """A tail reads every event after its last one when woken, so the rows of one run
+        committed together are announced once, with the newest row (three bus messages per
+        round before, one now)."""
+        await self.provision()
+        now = self.ctx.now()
+        heard: dict[str, list[dict[str, Any]]] = {"acr-a": [], "acr-b": []}
+        for run_id, messages in heard.items():
+            unsubscribe = self.ctx.state.subscribe(
+                events_channel(run_id), lambda m, into=messages: into.append(orjson.loads(m)))
+            self.addCleanup(unsubscribe)
+        rows = [RunEventRow(id=n, run_id=run_id, session_id="s", seq=seq, event=event,
+                            payload={}, created_at=now)
+                for n, (run_id, seq, event) in enumerate([
+                    ("acr-a", 4, "status"), ("acr-b", 7, "tool_call"), ("acr-a", 5, "tool_call"),
+                    ("acr-a", 6, "tool_call")])]
+        self.app.assistant.announce(rows)
+        assert heard == {"acr-a": [{"seq": 6, "event": "tool_call"}],
+                         "acr-b": [{"seq": 7, "event": "tool_call"}]}

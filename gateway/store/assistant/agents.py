@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
@@ -45,25 +45,35 @@ def list_agents(conn: Connection, user_id: int, now: datetime) -> list[AgentRow]
     return [row_of(AgentRow, r) for r in rows]
 
 
-def _where_key(user_id: int, key: str) -> Any:
+#: the two lookups every completion makes, built once (a statement built per call costs
+#: more Python than SQLite's own work: operators, clause lists and the cache key)
+_DEFAULT_AGENT = select(TABLE).where(TABLE.c.user_id == bindparam("user_id"),
+                                     TABLE.c.is_default.is_(True))
+_AGENT_BY_ID = select(TABLE).where(TABLE.c.user_id == bindparam("user_id"),
+                                   TABLE.c.id == bindparam("agent_id"))
+
+
+def _lookup(user_id: int, key: str) -> tuple[Any, dict[str, int]] | None:
+    """The statement and parameters finding agent ``key`` of the user (None: no such key)."""
     if key == DEFAULT_KEY:
-        return (TABLE.c.user_id == user_id) & TABLE.c.is_default.is_(True)
+        return _DEFAULT_AGENT, {"user_id": user_id}
     number = numeric_key(key)
     if number is None:
         return None
-    return (TABLE.c.user_id == user_id) & (TABLE.c.id == number)
+    return _AGENT_BY_ID, {"user_id": user_id, "agent_id": number}
 
 
 def find_agent(conn: Connection, user_id: int, key: str, now: datetime) -> AgentRow | None:
     """The user's agent with client id ``key`` (the default one is created if needed: one
     read when it exists, as it does after the user's first completion)."""
-    where = _where_key(user_id, key)
-    if where is None:
+    lookup = _lookup(user_id, key)
+    if lookup is None:
         return None
-    found = conn.execute(select(TABLE).where(where)).mappings().first()
+    statement, params = lookup
+    found = conn.execute(statement, params).mappings().first()
     if found is None and key == DEFAULT_KEY:
         ensure_default(conn, user_id, now)
-        found = conn.execute(select(TABLE).where(where)).mappings().first()
+        found = conn.execute(statement, params).mappings().first()
     return row_of(AgentRow, found) if found is not None else None
 
 

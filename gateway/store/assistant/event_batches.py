@@ -23,6 +23,14 @@ commit: a stop elsewhere either commits first (then the batch sees the run ended
 nothing for it) or waits for the batch (then its ``cancelled`` event numbers after the batch's
 events).  Every other append (fail, cancel) first moves the run with a guarded ``UPDATE``,
 which takes the same row lock.  SQLite has one writer at a time and needs none.
+
+Why plain DB-API statements (``DriverSQL``, run by ``DBRunner.driver_transaction``): a batch is
+written for every few rounds of every run, and SQLAlchemy's Python per execution (statement
+building, cache keys, bind and result processing) cost more than SQLite's own work, on the
+thread that shares the core with the reactor.  The SQL text is fixed per shape and cached;
+values are converted exactly as the column types do (``JSONText``: sorted-key JSON text;
+``UTCDateTime``: naive UTC), so rows written here read back the same through Core.  A value
+the JSON encoder refuses fails the batch with ``StatementError``, as Core's bind would.
 """
 
 from __future__ import annotations
@@ -31,16 +39,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
-from sqlalchemy.engine import Connection
+import orjson
+from sqlalchemy.exc import StatementError
 
 from gateway.store import schema
 from gateway.store.assistant.rows import ACTIVE_RUN_STATUSES, RunEventRow
-from gateway.store.assistant.run_outcomes import record_cost
+from gateway.store.driver_sql import DriverSQL, timestamp_param
 
 RUNS = schema.assistant_runs
-EVENTS = schema.assistant_run_events
-MESSAGES = schema.assistant_messages
+#: run columns stored as ``JSONText`` / ``UTCDateTime`` (converted here as the types do)
+_JSON_COLUMNS = frozenset({"tool_call_details", "request"})
+_TIME_COLUMNS = frozenset({"lease_expires_at", "deadline_at", "started_at", "finished_at",
+                           "created_at", "updated_at"})
+_RUN_COLUMNS = frozenset(column.name for column in RUNS.c)
 
 
 @dataclass(frozen=True)
@@ -94,13 +105,34 @@ class _Live:
     details: list[dict[str, Any]]
 
 
-def lock_active_runs(conn: Connection, run_ids: list[str]) -> dict[str, _Live]:
+def json_text(value: Any) -> str | None:
+    """What ``JSONText`` stores for ``value``; a value it cannot encode fails like Core's bind
+    (``StatementError``)."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError as exc:
+        raise StatementError(f"cannot store {type(value).__name__} as JSON: {exc}", None,
+                             None, exc) from exc
+
+
+def _column_param(name: str, value: Any, dialect: str) -> Any:
+    """A run column's value as its column type binds it."""
+    if name in _JSON_COLUMNS:
+        return json_text(value)
+    if name in _TIME_COLUMNS:
+        return None if value is None else timestamp_param(value, dialect)
+    return value
+
+
+def lock_active_runs(sql: DriverSQL, run_ids: list[str]) -> dict[str, _Live]:
     """The active runs among ``run_ids``, locked until the commit."""
-    rows = conn.execute(select(RUNS.c.id, RUNS.c.status, RUNS.c.tool_call_details)
-                        .where(RUNS.c.id.in_(sorted(run_ids))).order_by(RUNS.c.id)
-                        .with_for_update())
-    return {run_id: _Live(status, list(details or [])) for run_id, status, details in rows
-            if status in ACTIVE_RUN_STATUSES}
+    rows = sql.all(f"SELECT id, status, tool_call_details FROM assistant_runs "
+                   f"WHERE id IN ({sql.marks(len(run_ids))}) ORDER BY id{sql.for_update()}",
+                   sorted(run_ids))
+    return {run_id: _Live(status, list(orjson.loads(details) or []) if details else [])
+            for run_id, status, details in rows if status in ACTIVE_RUN_STATUSES}
 
 
 def _writes(live: dict[str, _Live], item: PendingEvent) -> bool:
@@ -115,54 +147,64 @@ def _writes(live: dict[str, _Live], item: PendingEvent) -> bool:
 
 
 #: a finished run's assistant message, one ``executemany`` per batch
-_ANSWER = (update(MESSAGES)
-           .where(MESSAGES.c.session_id == bindparam("b_session"),
-                  MESSAGES.c.id == bindparam("b_message"))
-           .values(content=bindparam("b_content"), content_parts=bindparam("b_parts"),
-                   tool_calls=bindparam("b_calls"), updated_at=bindparam("b_now")))
+_ANSWER = ("UPDATE assistant_messages SET content = ?, content_parts = ?, tool_calls = ?, "
+           "updated_at = ? WHERE session_id = ? AND id = ?")
+#: a finish that came after the run ended keeps the higher cost (``run_outcomes.record_cost``)
+_RECORD_COST = ("UPDATE assistant_runs SET cost_nanos = ?, updated_at = ? "
+                "WHERE id = ? AND cost_nanos < ?")
 
 
-#: ``UPDATE`` of the runs' rows per set of changed columns, built once
-_RUN_UPDATES: dict[tuple[str, ...], Any] = {}
-
-
-def _update_runs(conn: Connection, changes: dict[str, dict[str, Any]]) -> None:
+def _update_runs(sql: DriverSQL, changes: dict[str, dict[str, Any]]) -> None:
     """Each run's changed columns; runs that change the same columns (most of a batch: a
     ``model_round``, a tool call) share one ``executemany``."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, ...], list[list[Any]]] = {}
     for run_id, change in changes.items():
         columns = tuple(sorted(change))
         groups.setdefault(columns, []).append(
-            {"b_id": run_id, **{f"b_{name}": value for name, value in change.items()}})
+            [*(_column_param(name, change[name], sql.dialect) for name in columns), run_id])
     for columns, parameters in groups.items():
-        statement = _RUN_UPDATES.get(columns)
-        if statement is None:
-            statement = _RUN_UPDATES.setdefault(columns, update(RUNS).where(
-                RUNS.c.id == bindparam("b_id")).values(
-                {name: bindparam(f"b_{name}") for name in columns}))
-        conn.execute(statement, parameters)
+        unknown = set(columns) - _RUN_COLUMNS
+        if unknown:
+            raise StatementError(f"unknown run columns {sorted(unknown)}", None, None, None)
+        sql.many(f"UPDATE assistant_runs SET {', '.join(f'{name} = ?' for name in columns)} "
+                 f"WHERE id = ?", parameters)
 
 
-def append_batch(conn: Connection, items: list[PendingEvent]) -> list[RunEventRow | None]:
+def _insert_events(sql: DriverSQL, rows: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """One multi-row ``INSERT ... RETURNING``; the keys by (run, seq), never by the order the
+    database returns them in."""
+    values: list[Any] = []
+    for row in rows:
+        values += [row["run_id"], row["session_id"], row["seq"], row["event"],
+                   json_text(row["payload"]), timestamp_param(row["created_at"], sql.dialect)]
+    one = f"({sql.marks(6)})"
+    return {(run_id, int(seq)): int(key) for key, run_id, seq in sql.all(
+        f"INSERT INTO assistant_run_events (run_id, session_id, seq, event, payload, "
+        f"created_at) VALUES {', '.join([one] * len(rows))} RETURNING id, run_id, seq",
+        values)}
+
+
+def append_batch(sql: DriverSQL, items: list[PendingEvent]) -> list[RunEventRow | None]:
     """Write ``items`` in order; None for each item not written (its run has ended, or a
     start found the run no longer queued)."""
     run_ids = list(dict.fromkeys(item.run_id for item in items))
-    live = lock_active_runs(conn, run_ids)
+    live = lock_active_runs(sql, run_ids)
     details = {run_id: run.details for run_id, run in live.items()}
     written = [_writes(live, item) for item in items]
-    for item, wrote in zip(items, written, strict=True):
-        if not wrote and item.answer is not None:
-            record_cost(conn, item.run_id, item.answer.cost_nanos, item.now)
+    late = [[item.answer.cost_nanos, timestamp_param(item.now, sql.dialect), item.run_id,
+             item.answer.cost_nanos] for item, wrote in zip(items, written, strict=True)
+            if not wrote and item.answer is not None and item.answer.cost_nanos]
+    sql.many(_RECORD_COST, late)
     runs = list(dict.fromkeys(item.run_id for item, wrote in zip(items, written, strict=True)
                               if wrote))
     if not runs:
         return [None] * len(items)
-    last_seq = dict(conn.execute(
-        select(EVENTS.c.run_id, func.max(EVENTS.c.seq)).where(EVENTS.c.run_id.in_(runs))
-        .group_by(EVENTS.c.run_id)).all())
+    last_seq = {run_id: int(seq) for run_id, seq in sql.all(
+        f"SELECT run_id, MAX(seq) FROM assistant_run_events "
+        f"WHERE run_id IN ({sql.marks(len(runs))}) GROUP BY run_id", runs)}
     changes: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
-    answers: list[dict[str, Any]] = []
+    answers: list[list[Any]] = []
     for item, wrote in zip(items, written, strict=True):
         if not wrote:
             continue
@@ -174,20 +216,17 @@ def append_batch(conn: Connection, items: list[PendingEvent]) -> list[RunEventRo
         change.update(item.values)
         change["updated_at"] = item.now
         if item.answer is not None:
-            answers.append({"b_session": item.session_id, "b_message": item.answer.message_id,
-                            "b_content": item.answer.message["content"],
-                            "b_parts": item.answer.message["content_parts"],
-                            "b_calls": item.answer.message["tool_calls"], "b_now": item.now})
-        seq = int(last_seq.get(item.run_id) or 0) + 1
+            message = item.answer.message
+            answers.append([message["content"], json_text(message["content_parts"]),
+                            json_text(message["tool_calls"]),
+                            timestamp_param(item.now, sql.dialect), item.session_id,
+                            item.answer.message_id])
+        seq = last_seq.get(item.run_id, 0) + 1
         last_seq[item.run_id] = seq
         rows.append({"run_id": item.run_id, "session_id": item.session_id, "seq": seq,
                      "event": item.event, "payload": item.payload, "created_at": item.now})
-    # one multi-row INSERT ... RETURNING; the keys are matched by (run, seq), never by the
-    # order the database returns them in
-    keys = {(run_id, seq): key for key, run_id, seq in conn.execute(
-        EVENTS.insert().returning(EVENTS.c.id, EVENTS.c.run_id, EVENTS.c.seq), rows)}
-    _update_runs(conn, changes)
-    if answers:
-        conn.execute(_ANSWER, answers)
-    stored = iter(RunEventRow(id=int(keys[row["run_id"], row["seq"]]), **row) for row in rows)
+    keys = _insert_events(sql, rows)
+    _update_runs(sql, changes)
+    sql.many(_ANSWER, answers)
+    stored = iter(RunEventRow(id=keys[row["run_id"], row["seq"]], **row) for row in rows)
     return [next(stored) if wrote else None for wrote in written]

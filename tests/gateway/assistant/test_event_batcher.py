@@ -1,4 +1,4 @@
-"""Run events in group commits (``event_batcher``) on a real SQLite database.
+"""Run events in group commits (``event_batcher``) on a real SQLite database (and PostgreSQL).
 
 Events queued in one reactor turn share one transaction; each run's ``seq`` still counts up
 from 1 in the order its events were queued; a run that ended gets no more events; a batch
@@ -17,6 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import StatementError
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
+from twisted.trial import unittest
 
 from gateway.assistant.event_batcher import EventBatcher
 from gateway.store.assistant.event_batches import Answer
@@ -75,18 +76,24 @@ class EventBatcherTests(GatewayTestCase):
     async def test_a_batch_costs_a_few_statements_however_many_events(self) -> None:
         """Lock + seq read + one multi-row insert + one ``executemany`` update of the runs
         that changed the same columns (tool-call details merged in memory), not four
-        statements per event nor one update per run."""
+        statements per event."""
         runs = await self.runs(4)
         batcher, _announced = self.batcher()
         now = self.ctx.now()
         statements: list[str] = []
 
-        def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        def count(statement: str) -> None:
             statements.append(statement.split()[0].upper())
 
+        def trace(dbapi_connection: Any, *_args: Any) -> None:
+            # batches are plain DB-API statements (no Core events): SQLite's own trace
+            # sees every statement the connection runs
+            dbapi_connection.set_trace_callback(count)
+            self.addCleanup(dbapi_connection.set_trace_callback, None)
+
         engine = self.ctx.db.engine
-        event.listen(engine, "before_cursor_execute", count)
-        self.addCleanup(event.remove, engine, "before_cursor_execute", count)
+        event.listen(engine, "checkout", trace)
+        self.addCleanup(event.remove, engine, "checkout", trace)
         writes = []
         for run in runs:
             writes.append(batcher.write(run, "status", {"message": "model_round", "round": 1},
@@ -98,7 +105,8 @@ class EventBatcherTests(GatewayTestCase):
         rows = await gatherResults(writes)
         assert batcher.batch_sizes == [12] and all(row is not None for row in rows)
         work = [s for s in statements if s not in ("BEGIN", "COMMIT")]
-        assert work == ["SELECT", "SELECT", "INSERT", "UPDATE"]
+        # SQLite traces an ``executemany`` row by row: one row update per run, not per event
+        assert work == ["SELECT", "SELECT", "INSERT", "UPDATE", "UPDATE", "UPDATE", "UPDATE"]
         current = await self.call("GET", f"/api/user/advanced-chat/runs/{runs[2].id}",
                                   token=self.user_token)
         assert current.json()["current_round"] == 1
@@ -246,3 +254,13 @@ class EventBatcherTests(GatewayTestCase):
         assert (await self.ctx.db.transaction(find_run, good.id)).status == "completed"
         assert (await self.session_answer(good))["content"] == f"answer {good.id}"
         self.flushLoggedErrors(StatementError)
+
+
+class EventBatcherPostgresTests(EventBatcherTests):
+    """The same batches on PostgreSQL: its placeholders, row locks (``FOR UPDATE``), the
+    multi-row ``INSERT ... RETURNING`` and the values as its column types read them back."""
+
+    backend = "postgresql"
+
+    async def test_a_batch_costs_a_few_statements_however_many_events(self) -> None:
+        raise unittest.SkipTest("statements are counted through SQLite's trace callback")
