@@ -83,17 +83,23 @@ from bench.upstream import jittered_hold_ms  # noqa: E402
 TERMINAL = ("completed", "failed", "cancelled")
 
 
-def start_lockgate(tmp: Path, port: int, metrics_port: int,
-                   profile: str | None) -> subprocess.Popen[bytes]:
+def start_lockgate(tmp: Path, port: int, metrics_port: int, profile: str | None, *,
+                   source: Path | None = None, cpu: int | None = None
+                   ) -> subprocess.Popen[bytes]:
+    """``source``: import Lockgate from that tree (first on PYTHONPATH; a code A/B's old
+    side); ``cpu``: every thread pinned to that CPU (``taskset -a``)."""
     twistd = Path(sys.executable).parent / "twistd"
     profiling = [f"--profile={profile}", "--profiler=cprofile", "--savestats"] if profile else []
-    command = [str(twistd), "-n", "--pidfile=", "-l", str(tmp / "twistd.log"), *profiling,
+    pinning = ["taskset", "-a", "-c", str(cpu)] if cpu is not None else []
+    env = {**os.environ, "PYTHONPATH": str(source)} if source is not None else None
+    command = [*pinning, str(twistd), "-n", "--pidfile=", "-l", str(tmp / "twistd.log"),
+               *profiling,
                "lockgate", "--listen", f"tcp:{port}:interface=127.0.0.1",
                "--metrics-listen", f"tcp:{metrics_port}:interface=127.0.0.1",
                "--database", f"sqlite:///{tmp / 'bench.sqlite3'}",
                "--secret-file", str(tmp / "secret"), "--access-log", str(tmp / "access.log")]
-    return subprocess.Popen(command, cwd=str(tmp), stdout=subprocess.DEVNULL,  # noqa: S603
-                            stderr=open(tmp / "twistd.stderr", "wb"))
+    return subprocess.Popen(command, cwd=str(tmp), env=env,  # noqa: S603
+                            stdout=subprocess.DEVNULL, stderr=open(tmp / "twistd.stderr", "wb"))
 
 
 def request(port: int, method: str, path: str, token: str, body: Any = None,

@@ -28,9 +28,9 @@ Why plain DB-API statements (``DriverSQL``, run by ``DBRunner.driver_transaction
 written for every few rounds of every run, and SQLAlchemy's Python per execution (statement
 building, cache keys, bind and result processing) cost more than SQLite's own work, on the
 thread that shares the core with the reactor.  The SQL text is fixed per shape and cached;
-values are converted exactly as the column types do (``JSONText``: sorted-key JSON text;
-``UTCDateTime``: naive UTC), so rows written here read back the same through Core.  A value
-the JSON encoder refuses fails the batch with ``StatementError``, as Core's bind would.
+values are converted exactly as the column types do (``driver_rows``), so rows written here
+read back the same through Core.  A value a type refuses fails the batch with
+``StatementError``, as Core's bind would.
 """
 
 from __future__ import annotations
@@ -40,18 +40,13 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy.exc import StatementError
 
 from gateway.store import schema
+from gateway.store.assistant.driver_rows import DriverTable, json_text, time_param
 from gateway.store.assistant.rows import ACTIVE_RUN_STATUSES, RunEventRow
-from gateway.store.driver_sql import DriverSQL, timestamp_param
+from gateway.store.driver_sql import DriverSQL
 
-RUNS = schema.assistant_runs
-#: run columns stored as ``JSONText`` / ``UTCDateTime`` (converted here as the types do)
-_JSON_COLUMNS = frozenset({"tool_call_details", "request"})
-_TIME_COLUMNS = frozenset({"lease_expires_at", "deadline_at", "started_at", "finished_at",
-                           "created_at", "updated_at"})
-_RUN_COLUMNS = frozenset(column.name for column in RUNS.c)
+RUNS = DriverTable(schema.assistant_runs)
 
 
 @dataclass(frozen=True)
@@ -105,27 +100,6 @@ class _Live:
     details: list[dict[str, Any]]
 
 
-def json_text(value: Any) -> str | None:
-    """What ``JSONText`` stores for ``value``; a value it cannot encode fails like Core's bind
-    (``StatementError``)."""
-    if value is None:
-        return None
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError as exc:
-        raise StatementError(f"cannot store {type(value).__name__} as JSON: {exc}", None,
-                             None, exc) from exc
-
-
-def _column_param(name: str, value: Any, dialect: str) -> Any:
-    """A run column's value as its column type binds it."""
-    if name in _JSON_COLUMNS:
-        return json_text(value)
-    if name in _TIME_COLUMNS:
-        return None if value is None else timestamp_param(value, dialect)
-    return value
-
-
 def lock_active_runs(sql: DriverSQL, run_ids: list[str]) -> dict[str, _Live]:
     """The active runs among ``run_ids``, locked until the commit."""
     rows = sql.all(f"SELECT id, status, tool_call_details FROM assistant_runs "
@@ -159,13 +133,10 @@ def _update_runs(sql: DriverSQL, changes: dict[str, dict[str, Any]]) -> None:
     ``model_round``, a tool call) share one ``executemany``."""
     groups: dict[tuple[str, ...], list[list[Any]]] = {}
     for run_id, change in changes.items():
-        columns = tuple(sorted(change))
+        columns = tuple(sorted(change))  # each name checked against the table by ``params``
         groups.setdefault(columns, []).append(
-            [*(_column_param(name, change[name], sql.dialect) for name in columns), run_id])
+            [*RUNS.params(columns, change, sql.dialect), run_id])
     for columns, parameters in groups.items():
-        unknown = set(columns) - _RUN_COLUMNS
-        if unknown:
-            raise StatementError(f"unknown run columns {sorted(unknown)}", None, None, None)
         sql.many(f"UPDATE assistant_runs SET {', '.join(f'{name} = ?' for name in columns)} "
                  f"WHERE id = ?", parameters)
 
@@ -176,7 +147,7 @@ def _insert_events(sql: DriverSQL, rows: list[dict[str, Any]]) -> dict[tuple[str
     values: list[Any] = []
     for row in rows:
         values += [row["run_id"], row["session_id"], row["seq"], row["event"],
-                   json_text(row["payload"]), timestamp_param(row["created_at"], sql.dialect)]
+                   json_text(row["payload"]), time_param(row["created_at"], sql.dialect)]
     one = f"({sql.marks(6)})"
     return {(run_id, int(seq)): int(key) for key, run_id, seq in sql.all(
         f"INSERT INTO assistant_run_events (run_id, session_id, seq, event, payload, "
@@ -191,7 +162,7 @@ def append_batch(sql: DriverSQL, items: list[PendingEvent]) -> list[RunEventRow 
     live = lock_active_runs(sql, run_ids)
     details = {run_id: run.details for run_id, run in live.items()}
     written = [_writes(live, item) for item in items]
-    late = [[item.answer.cost_nanos, timestamp_param(item.now, sql.dialect), item.run_id,
+    late = [[item.answer.cost_nanos, time_param(item.now, sql.dialect), item.run_id,
              item.answer.cost_nanos] for item, wrote in zip(items, written, strict=True)
             if not wrote and item.answer is not None and item.answer.cost_nanos]
     sql.many(_RECORD_COST, late)
@@ -219,7 +190,7 @@ def append_batch(sql: DriverSQL, items: list[PendingEvent]) -> list[RunEventRow 
             message = item.answer.message
             answers.append([message["content"], json_text(message["content_parts"]),
                             json_text(message["tool_calls"]),
-                            timestamp_param(item.now, sql.dialect), item.session_id,
+                            time_param(item.now, sql.dialect), item.session_id,
                             item.answer.message_id])
         seq = last_seq.get(item.run_id, 0) + 1
         last_seq[item.run_id] = seq

@@ -36,10 +36,15 @@ NEW_RUN: dict[str, Any] = {
     "lease_expires_at": None, "deadline_at": None, "started_at": None, "finished_at": None}
 
 
+def run_row(values: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A new run's row: ``values`` over the defaults of a ``queued`` run."""
+    return {**NEW_RUN, **values, "created_at": now, "updated_at": now}
+
+
 def create_run(conn: Connection, values: dict[str, Any], now: datetime) -> RunRow:
     """Insert a run (``values`` holds at least id, user_id, session_id, assistant_message_id,
     mode); it starts ``queued``.  The row is answered as written, not read back."""
-    row = {**NEW_RUN, **values, "created_at": now, "updated_at": now}
+    row = run_row(values, now)
     conn.execute(RUNS.insert(), row)
     return row_of(RunRow, row)
 

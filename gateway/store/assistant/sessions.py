@@ -99,13 +99,19 @@ def replace_messages(conn: Connection, session_id: str, messages: list[dict[str,
     return insert_messages(conn, session_id, messages, now)
 
 
-def insert_messages(conn: Connection, session_id: str, messages: list[dict[str, Any]],
-                    now: datetime) -> list[MessageRow]:
-    """``messages`` (by position) into a session that has none; answered as written."""
-    rows = [{"content": "", "content_parts": [], "tool_calls": [], **message,
+def message_rows(session_id: str, messages: list[dict[str, Any]],
+                 now: datetime) -> list[dict[str, Any]]:
+    """The rows of ``messages`` (by position) in a session."""
+    return [{"content": "", "content_parts": [], "tool_calls": [], **message,
              "session_id": session_id, "position": position,
              "created_at": message.get("created_at") or now, "updated_at": now}
             for position, message in enumerate(messages)]
+
+
+def insert_messages(conn: Connection, session_id: str, messages: list[dict[str, Any]],
+                    now: datetime) -> list[MessageRow]:
+    """``messages`` (by position) into a session that has none; answered as written."""
+    rows = message_rows(session_id, messages, now)
     if rows:
         conn.execute(MESSAGES.insert(), rows)
     return [row_of(MessageRow, row) for row in rows]
