@@ -3,15 +3,16 @@ starts and finishes included.
 
 Why: with many runs in flight one transaction per event is most of a round's overhead -- each
 commit is a thread hop and database work on a thread that competes with the reactor for the
-interpreter.  ``EventBatcher.write`` queues the event and answers once it is committed; events
+interpreter. ``EventBatcher.write`` queues the event and answers once it is committed; events
 queued while a batch is being written go into the next batch, so a busy node writes many runs'
-events per transaction and an idle node still writes at once (no artificial delay).  A batch
-is a fixed handful of statements however large (``gateway/store/assistant/event_batches.py``):
-the items keep the order they were queued in, an ended run gets none of its items written, and
-the runs' rows are locked first, so ``seq`` order and "no event after the terminal one" hold
-across nodes too.  The bus announcement of each row happens after its batch commits.  A batch
-that fails is retried item by item, so one bad event fails only its own writer.  Batches go
-through the database's lean path (``DBRunner.driver_transaction``: plain DB-API statements).
+events per transaction and an idle node still writes at once (no artificial delay). A batch is
+a fixed handful of statements however large (``gateway/store/assistant/event_batches.py``): the
+items keep the order they were queued in, an ended run gets none of its items written, and the
+runs' rows are locked first, so ``seq`` order and "no event after the terminal one" hold across
+nodes too. The bus announcement happens after the batch commits (``RunService.announce``: one
+per run, its newest row). A batch that fails is retried item by item, so one bad event fails
+only its own writer. Batches go through the database's lean path
+(``DBRunner.driver_transaction``: plain DB-API statements).
 """
 
 from __future__ import annotations
