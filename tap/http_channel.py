@@ -119,8 +119,8 @@ class LockgateChannel(HTTPChannel):
         super().__init__()
         self._events = []
 
-    def __delattr__(self, name: str) -> None:
-        slot_defaults.delete(self, name, _DEFAULTS)  # HTTPChannel dels _command, _path ...
+    # HTTPChannel dels _command, _path and _version, which have no class default: a plain
+    # slot delete is what a dict did (see tap.slot_defaults on why there is no __delattr__)
 
     # --- addresses ------------------------------------------------------------------------
 
