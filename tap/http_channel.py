@@ -184,7 +184,10 @@ class LockgateChannel(HTTPChannel):
             return
         except HttpParserError:
             self._feeding = False
-            self._later_or_now(self._malformed)
+            if self._head_starts_chunk():
+                self._reparse(data)
+            else:
+                self._later_or_now(self._malformed)
             return
         self._feeding = False
         if self._in_head:
@@ -363,6 +366,27 @@ class LockgateChannel(HTTPChannel):
         self.persistent = False
         self.dataReceived = self._discard  # type: ignore[method-assign]
         self._respondToBadRequestAndDisconnect()
+
+    def _head_starts_chunk(self) -> bool:
+        """Whether llhttp stopped in a head that began this chunk, with nothing queued."""
+        return (self._in_head and not self._ended_here and self._head_bytes == 0
+                and not self._handlingRequest and not self._events and not self._refused)
+
+    def _reparse(self, data: bytes) -> None:
+        """llhttp refused a head twisted.web's parser may take (it is stricter: raw non-ASCII
+        bytes in the target, folded header lines, ``Transfer-Encoding: identity``): the
+        connection goes on with twisted.web's parser from the head's first byte, so such a
+        client gets what it got before -- the request, or twisted.web's own 400."""
+        self.requests.pop()  # twisted.web's lineReceived makes its own
+        self.length = 0
+        self._receivedHeaderCount = self._receivedHeaderSize = 0
+        self._target = None
+        self._transferDecoder = None
+        self._in_head = self._in_message = False
+        self._parser = None
+        self._legacy = True
+        self.line_mode = 1
+        self._legacy_data(data)
 
     def _head_too_large(self) -> None:
         """A head still arriving past every limit (one endless header line, say): refused

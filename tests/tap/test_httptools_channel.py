@@ -272,6 +272,21 @@ class HttptoolsChannelSocketTests(TestCase):
             assert raw == b"HTTP/1.1 400 Bad Request\r\n\r\n", (bad, raw)
         assert self.resource.seen == []
 
+    async def test_heads_only_twisted_web_accepts_are_still_served(self) -> None:
+        # llhttp refuses these; twisted.web took them, and still does for this connection
+        for head, uri in ((b"GET /b HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n", b"/b"),
+                          (b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n"
+                           b"Content-Length: 2\r\n\r\nok", b"/c")):
+            answers = await self.send(head + _get(b"/x?after"), until=2)
+            assert [status for status, _, _ in answers] == [200, 200], (head, answers)
+            assert answers[0][2].split(b" ")[1] == uri, answers
+        folded = dict(self.resource.seen[0][2])
+        assert folded[b"X-Folded"] == [b"a b"]
+        # a raw non-ASCII target: twisted.web's own 400, as before
+        raw = await deferToThread(self._send_and_read_to_close,
+                                  b"GET /a?q=caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert raw == b"HTTP/1.1 400 Bad Request\r\n\r\n"
+
     async def test_refusals_keep_their_exact_answers(self) -> None:
         long_target = await self.send(_get(b"/a?q=" + b"x" * 17000))
         assert long_target[0][0] == 414
