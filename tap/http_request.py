@@ -51,9 +51,6 @@ class LockgateRequest(Request):
         slot_defaults.fill(self, _DEFAULTS)
         super().__init__(*args, **kwargs)
 
-    def __delattr__(self, name: str) -> None:
-        slot_defaults.delete(self, name, _DEFAULTS)  # Request._cleanup dels channel, content
-
     def handleContentChunk(self, data: bytes) -> None:
         if self.body_limit is not None:
             self._body_received += len(data)
@@ -67,3 +64,7 @@ class LockgateRequest(Request):
         if path.startswith(b"/v1/") or path.startswith(b"/v1beta/"):
             self._parsePOSTFormSubmission = False
         super().requestReceived(command, path, version)
+
+
+#: Request._cleanup dels ``content`` (and ``channel``, which has no class default)
+slot_defaults.restore_on_delete(LockgateRequest, ("content",), _DEFAULTS)

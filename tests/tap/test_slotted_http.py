@@ -161,13 +161,21 @@ class SlotDefaultsTests(TestCase):
         assert request.lockgate_model == "" and request.body_limit is None
 
     def test_a_deleted_attribute_reads_as_its_class_default_again(self) -> None:
+        # the attribute twisted.web dels that has a class default (Request._cleanup)
         request = LockgateRequest(DummyChannel(), False)
-        request.code = 404
-        del request.code
-        assert request.code == 200
+        request.content = object()
+        del request.content
+        assert request.content is None
         request.client = object()
         del request.client  # no class default: really gone, as with a dict
         assert not hasattr(request, "client")
+
+    def test_attribute_stores_stay_at_c_speed(self) -> None:
+        # a Python-level __delattr__ on the class would route every store through Python
+        # (CPython's one setattr/delattr slot): ~10x slower, a fifth of a request's time
+        for cls in (LockgateRequest, LockgateChannel):
+            assert cls.__setattr__ is object.__setattr__, cls
+            assert cls.__delattr__ is object.__delattr__, cls
 
     def test_a_method_cannot_be_slotted(self) -> None:
         with self.assertRaises(TypeError):
