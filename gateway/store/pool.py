@@ -28,6 +28,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from gateway.store.driver_sql import DriverSQL
+from gateway.store.worker_priority import lower_this_thread
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -103,7 +104,8 @@ class DBRunner:
     ) -> Deferred[T]:
         """Run ``fn(conn, *args, **kwargs)`` in one transaction on a worker thread."""
         self.transactions += 1
-        return deferToThreadPool(self.reactor, self._pool, self._in_transaction, fn, args, kwargs)
+        return deferToThreadPool(self.reactor, self._pool, self._on_worker,
+                                 self._in_transaction, fn, args, kwargs)
 
     def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(conn, ...)`` in a transaction on the calling thread (start-up, scripts)."""
@@ -117,8 +119,15 @@ class DBRunner:
         """Run ``fn(sql, *args)`` in one transaction on a worker thread, ``sql`` being a
         ``DriverSQL`` (plain DB-API statements; driver errors raised as SQLAlchemy's)."""
         self.transactions += 1
-        return deferToThreadPool(self.reactor, self._pool, self._in_driver_transaction, fn,
-                                 args)
+        return deferToThreadPool(self.reactor, self._pool, self._on_worker,
+                                 self._in_driver_transaction, fn, args)
+
+    @staticmethod
+    def _on_worker(run: Callable[..., T], *args: Any) -> T:
+        """On a pool thread: below the reactor's CPU priority (``worker_priority``), then
+        ``run``."""
+        lower_this_thread()
+        return run(*args)
 
     def _in_driver_transaction(self, fn: Callable[..., T], args: tuple) -> T:
         if self.dialect != "sqlite" or self._pool.max > 1:
