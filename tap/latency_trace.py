@@ -40,6 +40,8 @@ KEEP_OVER = 20e-6
 
 def _name(fn: Any) -> str:
     inner = getattr(fn, "func", fn)  # functools.partial
+    if type(inner).__name__ == "LoopingCall":
+        inner = inner.f  # a LoopingCall's tick: name what it runs
     owner = getattr(inner, "__self__", None)
     qualname = getattr(inner, "__qualname__", None) or type(inner).__name__
     module = getattr(inner, "__module__", None) or type(owner).__module__
@@ -83,7 +85,9 @@ class LatencyTrace:
         if phase == "start":
             self._gc_started = time.perf_counter()
             return
-        self.event("gc", f"generation {info.get('generation')}", self._gc_started,
+        thread = "reactor" if threading.get_ident() == self.reactor_thread else "worker"
+        self.event("gc", f"generation {info.get('generation')} on the {thread} thread, "
+                   f"{info.get('collected')} collected", self._gc_started,
                    time.perf_counter() - self._gc_started)
 
     def dump(self) -> None:
