@@ -84,6 +84,8 @@ class DBRunner:
         self.transactions = 0
         #: the DB-API connection of ``driver_transaction`` on SQLite (its one worker thread's)
         self._held: Any = None
+        #: transactions committed on that connection (outside SQLAlchemy's commit events)
+        self.driver_commits = 0
 
     def start(self) -> None:
         if not self._running:
@@ -148,6 +150,7 @@ class DBRunner:
             try:
                 result = fn(sql, *args)
                 _driver(sql, "COMMIT")
+                self.driver_commits += 1
             except BaseException:
                 if self._held.dbapi_connection.in_transaction:
                     cursor.execute("ROLLBACK")
