@@ -11,6 +11,10 @@ transaction atomic with respect to the others without ``database is locked`` ret
 task's round trip): on SQLite it runs them on one DB-API connection the worker thread keeps,
 with its own ``BEGIN IMMEDIATE``/``COMMIT`` -- no pool checkout, no Connection object, no
 events (~0.1 ms of Python per transaction, more than SQLite needs for the statements).
+SQLite's settlement batches use it too (``billing_writes.write_batch_lean``).
+
+Pool threads run at a lower CPU priority than the reactor (``worker_priority``): on a process
+confined to one core, a woken reactor preempts a transaction instead of waiting for its slice.
 """
 
 from __future__ import annotations
