@@ -175,7 +175,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--out", help="also write the joined rows here (JSON)")
+    parser.add_argument("--garbage", action="store_true",
+                        help="also count the cyclic garbage the collector found, by type "
+                             "(the gateway keeps it all: a short run)")
     args = parser.parse_args()
+    if args.garbage:
+        os.environ["LOCKGATE_LATENCY_TRACE_GARBAGE"] = "1"
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
     tmp = Path(tempfile.mkdtemp(prefix="lockgate-p99-trace-"))
@@ -190,6 +195,10 @@ def main() -> None:
     print(compare(rows))
     print()
     print(event_summary(trace))
+    if trace.get("cyclic_garbage"):
+        print("\ncyclic garbage by type (objects kept by gc.DEBUG_SAVEALL):")
+        for name, count in trace["cyclic_garbage"].items():
+            print(f"  {count:8}  {name}")
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, "short": trace["short"]}))
 

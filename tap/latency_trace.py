@@ -30,6 +30,9 @@ from twisted.logger import Logger
 log = Logger()
 
 ENV = "LOCKGATE_LATENCY_TRACE"
+#: set too (any value) to keep what the collector frees and count it by type at the end
+#: (``gc.DEBUG_SAVEALL``: the process then never frees cyclic garbage -- short runs only)
+GARBAGE_ENV = "LOCKGATE_LATENCY_TRACE_GARBAGE"
 #: the steps of a call, in order (``created`` is the call object's construction: the request
 #: is parsed and routed to its handler)
 STEPS = ("created", "authenticated", "reserved", "upstream_sent", "response_head", "answered",
@@ -91,9 +94,15 @@ class LatencyTrace:
                    time.perf_counter() - self._gc_started)
 
     def dump(self) -> None:
+        garbage: dict[str, int] = {}
+        for thing in gc.garbage:
+            name = f"{type(thing).__module__}.{type(thing).__qualname__}"
+            garbage[name] = garbage.get(name, 0) + 1
         with open(self.path, "w") as out:
             json.dump({"steps": STEPS, "calls": self.calls, "events": self.events,
-                       "short": self.short, "switch_interval": _switch_interval()}, out)
+                       "short": self.short, "switch_interval": _switch_interval(),
+                       "cyclic_garbage": dict(sorted(garbage.items(),
+                                                     key=lambda kv: -kv[1])[:40])}, out)
 
 
 def _switch_interval() -> float:
@@ -134,6 +143,8 @@ def install(environ: Mapping[str, str], reactor: Any) -> LatencyTrace | None:
     _wrap_database(trace)
     _wrap_access_log(trace)
     gc.callbacks.append(trace.on_gc)
+    if environ.get(GARBAGE_ENV):
+        gc.set_debug(gc.DEBUG_SAVEALL)
     reactor.addSystemEventTrigger("before", "shutdown", trace.dump)
     log.info("latency trace on: written to {path} at shutdown", path=path)
     return trace
