@@ -97,6 +97,8 @@ class LatencyTrace:
         garbage: dict[str, int] = {}
         for thing in gc.garbage:
             name = f"{type(thing).__module__}.{type(thing).__qualname__}"
+            if callable(thing) and hasattr(thing, "__qualname__"):
+                name += f" {getattr(thing, '__module__', '')}.{thing.__qualname__}"
             garbage[name] = garbage.get(name, 0) + 1
         with open(self.path, "w") as out:
             json.dump({"steps": STEPS, "calls": self.calls, "events": self.events,
