@@ -6,8 +6,10 @@ processes (A: a commit exported with ``git archive``, B: this checkout), both wi
 thread pinned to CPU 0 (``taskset -a``) and provisioned like ``run.py`` (rate limits on), then
 c=32 closed-loop phases alternating A B B A A B ... so that drift hits both sides.  Prints each
 phase's CPU µs per request (``/proc/<pid>/stat``) and req/s, the medians and the change.
+With ``--c1`` each phase is followed by a one-client phase of the same length on the same side,
+and the c=1 latency is reported per phase (p50, p99) and pooled per side (issue 22, goal 3).
 
-    .venv/bin/python bench/code_ab.py --before HEAD~1 [--phases 3] [--duration 5]
+    .venv/bin/python bench/code_ab.py --before HEAD~1 [--phases 3] [--duration 5] [--c1]
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from load import build_request, closed_loop
+from load import build_request, closed_loop, percentile
 from provision import provision
 from run import MODELS, chat_body, cpu_seconds, free_port, raise_fd_limit, wait_http
 
@@ -58,13 +60,27 @@ def start(tmp: Path, port: int, source: Path) -> subprocess.Popen[bytes]:
         stderr=open(tmp / "twistd.stderr", "wb"))
 
 
-async def phase(pid: int, port: int, request: bytes, duration: float) -> dict[str, Any]:
+async def phase(pid: int, port: int, request: bytes, duration: float,
+                c1: list[float] | None = None) -> dict[str, Any]:
+    """A c=32 phase (CPU per request); with ``c1`` also a one-client phase whose latencies
+    are appended to ``c1``."""
     before = cpu_seconds(pid)
     result = await closed_loop("127.0.0.1", port, request, 32, duration)
     after = cpu_seconds(pid)
     assert before is not None and after is not None
-    return {"req_per_s": round(result.rate, 1), "errors": result.errors,
-            "cpu_us_per_req": round((after - before) * 1e6 / max(1, result.requests), 1)}
+    figures: dict[str, Any] = {
+        "req_per_s": round(result.rate, 1), "errors": result.errors,
+        "cpu_us_per_req": round((after - before) * 1e6 / max(1, result.requests), 1)}
+    if c1 is not None:
+        one = await closed_loop("127.0.0.1", port, request, 1, duration)
+        c1.extend(one.latencies)
+        figures["c1_p50_ms"] = _ms(percentile(one.latencies, 50))
+        figures["c1_p99_ms"] = _ms(percentile(one.latencies, 99))
+    return figures
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000, 3)
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -96,10 +112,12 @@ async def main_async(args: argparse.Namespace) -> None:
             sides[name] = (proc, port, request)
         names = list(sides)
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        latencies: dict[str, list[float]] = {name: [] for name in names}
         for index in range(args.phases):
             for name in (names if index % 2 == 0 else names[::-1]):
                 proc, port, request = sides[name]
-                figures = await phase(proc.pid, port, request, args.duration)
+                figures = await phase(proc.pid, port, request, args.duration,
+                                      latencies[name] if args.c1 else None)
                 results[name].append(figures)
                 print(f"{name}: {figures}", flush=True)
         medians = {name: statistics.median(r["cpu_us_per_req"] for r in runs)
@@ -110,6 +128,17 @@ async def main_async(args: argparse.Namespace) -> None:
                   f"(min-max {min(cpu)}-{max(cpu)})")
         a, b = (medians[name] for name in names)
         print(f"B vs A: {b - a:+.1f} µs/req ({100 * (b - a) / a:+.1f} %)")
+        if args.c1:
+            for name in names:
+                p99s = [r["c1_p99_ms"] for r in results[name]]
+                print(f"{name}: c=1 p99 ms per phase {p99s}; pooled "
+                      f"p50 {_ms(percentile(latencies[name], 50))} "
+                      f"p99 {_ms(percentile(latencies[name], 99))} "
+                      f"(n={len(latencies[name])})")
+            pairs = [round(rb["c1_p99_ms"] - ra["c1_p99_ms"], 3)
+                     for ra, rb in zip(*(results[name] for name in names), strict=True)]
+            print(f"B - A c=1 p99 per phase pair (ms): {pairs}; median "
+                  f"{statistics.median(pairs):+.3f}")
     finally:
         for proc, _, _ in sides.values():
             proc.terminate()
@@ -125,6 +154,8 @@ def main() -> None:
     parser.add_argument("--phases", type=int, default=3, help="phases per side")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per phase")
     parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--c1", action="store_true",
+                        help="also a one-client phase after each phase: c=1 p50 / p99")
     asyncio.run(main_async(parser.parse_args()))
 
 

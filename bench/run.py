@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import baseline_check
+import interleave
 from load import build_request, closed_loop, hold_streams, percentile, streams
 from provision import ProvisionError, provision
 from report import ratio_table, table
@@ -217,6 +218,58 @@ async def stream_starts(host: str, port: int, request: bytes, args: argparse.Nam
         "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
 
 
+async def interleaved(args: argparse.Namespace,
+                      columns: dict[str, tuple[int, str | None, dict[str, str], int | None]],
+                      upstream_pid: int) -> dict[str, Any]:
+    """``--interleave K``: K rounds, each a c=32 phase (CPU per request) and a c=1 phase
+    (latency) of ``--phase-seconds`` per column, columns in the same order every round, on
+    the same warm processes; then the N-streams phase once per column.  See
+    ``bench/interleave.py`` for what is computed."""
+    host = "127.0.0.1"
+    order = list(columns)
+    requests = {name: build_request(host, port, "/v1/chat/completions",
+                                    chat_body(models["json"], False), token)
+                for name, (port, token, models, _) in columns.items()}
+    if args.warmup > 0:
+        for name in order:
+            await closed_loop(host, columns[name][0], requests[name], 32, args.warmup)
+    rounds: list[dict[str, Any]] = []
+    samples: dict[str, list[float]] = {name: [] for name in order}
+    for index in range(args.interleave):
+        print(f"round {index + 1}/{args.interleave}: {', '.join(order)}, "
+              f"{args.phase_seconds}s c=32 + {args.phase_seconds}s c=1 each", flush=True)
+        round_: dict[str, Any] = {"order": order}
+        for name in order:
+            port, _, _, pid = columns[name]
+            watched = pid if pid is not None else upstream_pid
+            figures: dict[str, Any] = {}
+            for concurrency in (32, 1):
+                before = cpu_seconds(watched)
+                r = await closed_loop(host, port, requests[name], concurrency,
+                                      args.phase_seconds)
+                after = cpu_seconds(watched)
+                figures[f"json_c{concurrency}"] = interleave.phase_figures(
+                    r.latencies, r.requests, r.seconds,
+                    None if before is None or after is None else after - before, r.errors)
+                if concurrency == 1:
+                    samples[name].extend(r.latencies)
+            round_[name] = figures
+        round_["ratios"] = baseline_check.ratios_of(round_)
+        rounds.append(round_)
+    streams_runs: list[dict[str, Any]] = []
+    if args.streams > 0:
+        streams_run: dict[str, Any] = {}
+        for name in order:
+            port, token, models, pid = columns[name]
+            streams_run[name] = {"streams": await stream_starts(
+                host, port, build_request(host, port, "/v1/chat/completions",
+                                          chat_body(models["stream"], True), token),
+                args, pid if pid is not None else upstream_pid, name)}
+        streams_runs.append(streams_run)
+    return {**interleave.summary(rounds, samples, streams_runs), "round_figures": rounds,
+            "streams_runs": streams_runs}
+
+
 def start_gateway(tmp: Path, port: int, cpu: str | None, profile: str | None,
                   plant_us: float = 0.0) -> subprocess.Popen[bytes]:
     """``twistd -n lockgate`` on a fresh SQLite file; with ``plant_us`` through
@@ -348,6 +401,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if pid is not None:
                 results["pinning"][name] = pin_all_threads(pid, gateway_cpu)
         order = list(columns)
+        if args.interleave > 0:
+            results["interleaved"] = await interleaved(args, columns, upstream.pid)
+            results["summary"] = results["interleaved"]["ratios"]
+            return results
         for index in range(args.repeat):
             sequence = order if index % 2 == 0 else order[::-1]  # drift hits every column
             print(f"run {index + 1}/{args.repeat}: {', '.join(sequence)}", flush=True)
@@ -385,6 +442,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-streams", type=int, default=2000, help="0 skips the phase")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs, alternating the column order; each printed plus the spread")
+    parser.add_argument("--interleave", type=int, default=0, metavar="K",
+                        help="K rounds of short phases, the columns alternating within each "
+                             "round (c=32 CPU/req and c=1 latency); ratios per round, median "
+                             "and min-max; c=1 samples pooled per column (see "
+                             "bench/interleave.py).  --repeat and the slow streams are not used")
+    parser.add_argument("--phase-seconds", type=float, default=3.0,
+                        help="seconds per phase with --interleave")
     parser.add_argument("--streams-only", action="store_true",
                         help="skip the non-stream phases: only the N streams and slow streams "
                              "phases (--streams 0 / --slow-streams 0 skip those too)")
@@ -431,7 +495,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nrun {index + 1} (order: {', '.join(run['order'])})")
         print(table(run, args.streams))
     print()
-    print(ratio_table(results.get("summary") or {}))
+    if "interleaved" in results:
+        print(interleave.report(results["interleaved"]))
+    else:
+        print(ratio_table(results.get("summary") or {}))
     for name, pinning in results["pinning"].items():
         print(f"pinning {name}: {pinning}")
     for note in results["notes"]:
@@ -452,12 +519,16 @@ def main(argv: list[str] | None = None) -> None:
             "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": git_commit(),
             "command": "bench/run.py " + " ".join(sys.argv[1:]),
+            "mode": (f"interleaved, {args.interleave} rounds of {args.phase_seconds}s phases"
+                     if args.interleave > 0 else f"{args.repeat} alternating runs"),
             "load_average": os.getloadavg()[0]}), indent=2) + "\n")
         print(f"baseline written to {args.baseline}")
     if args.check:
         baseline = json.loads(Path(args.baseline).read_text())
         verdicts = baseline_check.compare(summary, baseline, args.tolerance)
-        print(f"\ncheck against {args.baseline} (medians of {args.repeat} run(s)):")
+        what = (f"{args.interleave} interleaved rounds" if args.interleave > 0
+                else f"{args.repeat} run(s)")
+        print(f"\ncheck against {args.baseline} (medians of {what}):")
         for verdict in verdicts:
             print("  " + verdict.line())
         if baseline_check.failed(verdicts):

@@ -109,19 +109,22 @@ def timed_batch(engine: Any, rows: list[dict[str, Any]]) -> tuple[float, float]:
     return time.thread_time() - cpu0, time.perf_counter() - wall0
 
 
-def run_into(result: list[tuple[float, float]], engine: Any, rows: list[Any]) -> None:
+def run_into(result: list[tuple[float, float]], engine: Any, rows: list[Any],
+             nice: int = 0) -> None:
+    if nice:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
     result.append(timed_batch(engine, rows))
 
 
 def measure(engine: Any, pairs: list[tuple[int, int]], size: int, batches: int,
-            serial: list[int], probe: Probe) -> dict[str, float]:
+            serial: list[int], probe: Probe, nice: int = 0) -> dict[str, float]:
     cpus, walls, stalls = [], [], []
     for _ in range(3):  # warm caches (compiled statements, wallet rows)
         timed_batch(engine, rows_for(pairs, size, serial, engine.dialect.name))
     for _ in range(batches):
         rows = rows_for(pairs, size, serial, engine.dialect.name)
         result: list[tuple[float, float]] = []
-        worker = threading.Thread(target=run_into, args=(result, engine, rows))
+        worker = threading.Thread(target=run_into, args=(result, engine, rows, nice))
         probe.worst = 0.0
         probe.armed = True
         worker.start()
@@ -143,7 +146,14 @@ def main() -> None:
     parser.add_argument("--database", default="")
     parser.add_argument("--batches", type=int, default=60)
     parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--nice", type=int, default=0,
+                        help="run each batch's thread at this nice value (as the settler's "
+                             "database thread may be)")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval for the run (seconds)")
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     url = args.database or "sqlite:///" + os.path.join(tempfile.mkdtemp(), "batch.sqlite3")
     engine, _ = make_engine(url)
     migrate.upgrade(engine)
@@ -155,7 +165,7 @@ def main() -> None:
     print(f"{'records':>7} {'cpu p50':>8} {'cpu p90':>8} {'stall p50':>9} {'stall max':>9} "
           f"{'wall p50':>8} {'cpu/record':>10}")
     for size in SIZES:
-        m = measure(engine, pairs, size, args.batches, serial, probe)
+        m = measure(engine, pairs, size, args.batches, serial, probe, args.nice)
         print(f"{size:>7} {m['cpu_p50']:8.3f} {m['cpu_p90']:8.3f} {m['stall_p50']:9.3f} "
               f"{m['stall_max']:9.3f} {m['wall_p50']:8.3f} {m['cpu_p50'] / size:10.4f}")
     probe.stopped = True

@@ -28,6 +28,7 @@ from tap.app import Lockgate
 from tap.drain import CountingSite, InFlight, within
 from tap.interpreter_tuning import tune_interpreter
 from tap.json_log import install
+from tap.latency_trace import install as install_latency_trace
 from tap.listen_backlog import with_backlog
 from tap.metrics_listener import MeteredSite, metrics_site
 from tap.open_files import raise_open_file_limit
@@ -93,6 +94,7 @@ class LockgateService(OrderedServices):
     def _listen(self) -> None:
         assert self.app is not None
         tune_interpreter()
+        install_latency_trace(os.environ, self.reactor)  # bench only: off unless set
         metrics = self.app.metrics
         site = (CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter,
                              access_log=self.options["access-log"]) if metrics is None else

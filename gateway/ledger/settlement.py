@@ -36,7 +36,12 @@ from twisted.python.failure import Failure
 from gateway.billing.cost import Cost
 from gateway.billing.usage import Usage
 from gateway.ledger.wallet import Reservation, SettlingToken, WalletBook
-from gateway.store.billing_writes import is_transient, write_batch
+from gateway.store.billing_writes import (
+    NeedsConnection,
+    is_transient,
+    write_batch,
+    write_batch_lean,
+)
 from gateway.store.pool import DBRunner
 from gateway.store.settlement_rows import PreparedSettlement, prepare
 
@@ -269,9 +274,22 @@ class Settler:
         return datetime.fromtimestamp(self.clock.seconds(), UTC)
 
     def _write(self, batch: list[_Item], attempt: int) -> None:
-        d = self.db.transaction(write_batch, [item.prepared for item in batch], self._now())
+        prepared = [item.prepared for item in batch]
+        now = self._now()
+        if self.db.dialect == "sqlite":
+            # plain DB-API (billing_writes.write_batch_lean): less Python holding the GIL on
+            # the database thread; a batch with a Core-written part runs through Core
+            d = self.db.driver_transaction(write_batch_lean, prepared, now)
+            d.addErrback(self._through_core, prepared, now)
+        else:
+            d = self.db.transaction(write_batch, prepared, now)
         d.addCallbacks(self._committed, self._failed, callbackArgs=(batch,),
                        errbackArgs=(batch, attempt))
+
+    def _through_core(self, failure: Failure, prepared: list[PreparedSettlement],
+                      now: datetime) -> Deferred[list[dict[str, Any]]]:
+        failure.trap(NeedsConnection)
+        return self.db.transaction(write_batch, prepared, now)
 
     def _committed(self, results: list[dict[str, Any]], batch: list[_Item]) -> None:
         self.batch_sizes.append(len(batch))

@@ -11,6 +11,10 @@ transaction atomic with respect to the others without ``database is locked`` ret
 task's round trip): on SQLite it runs them on one DB-API connection the worker thread keeps,
 with its own ``BEGIN IMMEDIATE``/``COMMIT`` -- no pool checkout, no Connection object, no
 events (~0.1 ms of Python per transaction, more than SQLite needs for the statements).
+SQLite's settlement batches use it too (``billing_writes.write_batch_lean``).
+
+Pool threads run at a lower CPU priority than the reactor (``worker_priority``): on a process
+confined to one core, a woken reactor preempts a transaction instead of waiting for its slice.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from gateway.store.driver_sql import DriverSQL
+from gateway.store.worker_priority import lower_this_thread
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -83,6 +88,8 @@ class DBRunner:
         self.transactions = 0
         #: the DB-API connection of ``driver_transaction`` on SQLite (its one worker thread's)
         self._held: Any = None
+        #: transactions committed on that connection (outside SQLAlchemy's commit events)
+        self.driver_commits = 0
 
     def start(self) -> None:
         if not self._running:
@@ -103,7 +110,8 @@ class DBRunner:
     ) -> Deferred[T]:
         """Run ``fn(conn, *args, **kwargs)`` in one transaction on a worker thread."""
         self.transactions += 1
-        return deferToThreadPool(self.reactor, self._pool, self._in_transaction, fn, args, kwargs)
+        return deferToThreadPool(self.reactor, self._pool, self._on_worker,
+                                 self._in_transaction, fn, args, kwargs)
 
     def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(conn, ...)`` in a transaction on the calling thread (start-up, scripts)."""
@@ -117,8 +125,15 @@ class DBRunner:
         """Run ``fn(sql, *args)`` in one transaction on a worker thread, ``sql`` being a
         ``DriverSQL`` (plain DB-API statements; driver errors raised as SQLAlchemy's)."""
         self.transactions += 1
-        return deferToThreadPool(self.reactor, self._pool, self._in_driver_transaction, fn,
-                                 args)
+        return deferToThreadPool(self.reactor, self._pool, self._on_worker,
+                                 self._in_driver_transaction, fn, args)
+
+    @staticmethod
+    def _on_worker(run: Callable[..., T], *args: Any) -> T:
+        """On a pool thread: below the reactor's CPU priority (``worker_priority``), then
+        ``run``."""
+        lower_this_thread()
+        return run(*args)
 
     def _in_driver_transaction(self, fn: Callable[..., T], args: tuple) -> T:
         if self.dialect != "sqlite" or self._pool.max > 1:
@@ -139,6 +154,7 @@ class DBRunner:
             try:
                 result = fn(sql, *args)
                 _driver(sql, "COMMIT")
+                self.driver_commits += 1
             except BaseException:
                 if self._held.dbapi_connection.in_transaction:
                     cursor.execute("ROLLBACK")

@@ -53,10 +53,10 @@ class LedgerCase(TestCase):
             url = f"sqlite:///{os.path.join(directory, 'db')}"
         engine, threads = make_engine(url)
         migrate.upgrade(engine)
-        self.commits = 0
+        self.core_commits = 0
 
         def _count(_conn: Any) -> None:
-            self.commits += 1
+            self.core_commits += 1
 
         event.listen(engine, "commit", _count)
         self.db = DBRunner(reactor, engine, threads)
@@ -69,6 +69,12 @@ class LedgerCase(TestCase):
         self.group_id = self.db.blocking(lambda conn: conn.execute(
             schema.groups.insert().values(name="user", created_at=NOW, updated_at=NOW)
         ).inserted_primary_key[0])
+
+    @property
+    def commits(self) -> int:
+        """Commits through SQLAlchemy plus those of the lean DB-API path (SQLite's
+        settlement batches, ``DBRunner.driver_transaction``)."""
+        return self.core_commits + self.db.driver_commits
 
     def new_settler(self, **options: Any) -> Settler:
         return Settler(self.db, self.clock, self.wallets, **options)
