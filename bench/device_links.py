@@ -73,6 +73,12 @@ def context_switches() -> int:
     return usage.ru_nvcsw + usage.ru_nivcsw
 
 
+def phase(name: str) -> None:
+    """Say on stderr which phase starts (pid and time), so an outside sampler (py-spy) can
+    cover exactly one phase of the server."""
+    print(f"phase {name} pid {os.getpid()} at {time.time():.3f}", file=sys.stderr, flush=True)
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -198,8 +204,9 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
     if options.profile:
         import cProfile
 
-        idle_profiler = cProfile.Profile()
+        idle_profiler = cProfile.Profile(time.thread_time)
         idle_profiler.enable()
+    phase("idle")
     cpu_start, wall_start = cpu_seconds(), time.monotonic()
     reactor_cpu_start = time.thread_time()
     await deferLater(reactor, options.idle, lambda: None)
@@ -235,6 +242,7 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         app.db._in_driver_transaction = profiled(  # type: ignore[method-assign]
             app.db._in_driver_transaction)
         profiler.enable()
+    phase("trips")
     trips_cpu_start, trips_system_start = cpu_seconds(), system_seconds()
     switches_start = context_switches()
     for _ in range(options.trips):
@@ -247,6 +255,7 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         assert row is not None and row.status == "completed", row
 
     trips_cpu = cpu_seconds() - trips_cpu_start
+    phase("done")
     trips_system = system_seconds() - trips_system_start
     switches = context_switches() - switches_start
     if profiler is not None and db_profiler is not None:
