@@ -26,6 +26,7 @@ from gateway.links.hello import HelloError, parse_capacity, parse_hello, parse_m
 from gateway.links.hello_batch import HelloRegistrations, Registration
 from gateway.links.hub import CLOSE_PROTOCOL, CLOSE_REVOKED, LinkHub
 from gateway.links.results import ResultError
+from gateway.links.socket_write import write_now
 from gateway.links.tasks import ConnectorTasks
 from gateway.links.views import device_view, dispatch_view, rfc3339
 from gateway.store import connector_tasks as task_store
@@ -146,7 +147,7 @@ class DeviceLink(WebSocketServerProtocol):
                 or transport is None or self.state != WebSocketServerProtocol.STATE_OPEN):
             super().sendData(data, sync, chopsize)
             return
-        transport.write(data)
+        write_now(transport, data)
         self.trafficStats.outgoingOctetsWireLevel += len(data)
 
     def ping(self) -> None:
