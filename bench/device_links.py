@@ -9,7 +9,8 @@ The server is the real app (``Lockgate.open``: the same wiring as ``twistd -n lo
 temporary SQLite file, in-memory shared state) listening on loopback in this process, so it can
 read its own RSS and CPU time.  The devices are a separate process (asyncio + ``websockets``):
 each link says ``hello``, sends a ``heartbeat`` every 20 s (staggered) and answers every ``task``
-frame at once with a ``task_result``.  The server pings every link every 20 s.
+frame at once with a ``task_result``.  The server pings only links that went quiet for 20 s
+(``liveness``), so heartbeating links are not pinged.
 
 Measured:
 - RSS per link: the server's RSS with every link welcomed minus its RSS before the first link,
@@ -29,6 +30,10 @@ repetitions in turn; ``--against DIR`` (another checkout, e.g. ``git archive`` o
 commit) runs that checkout's bench alternately with this one as the reference column, and the
 summary gives min-max of each figure per column and of this/reference ratios per pair.  This
 machine's CPU speed varies between runs minutes apart: quote ratios and ranges, not one figure.
+The server says on stderr when each phase starts (``phase idle pid N at T``, then ``trips`` and
+``done``), so a sampler outside the process (``py-spy record --pid N``, ``perf record -p N``)
+can cover exactly one phase; ``--profile`` records the idle window in CPU time (cProfile with
+the thread's CPU clock: a wall-clock profile of an idle process is all ``epoll`` waits).
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ HTTP handshake (``endpoint.LinkEndpoint``).  Frames are UTF-8 JSON objects with 
 they are handled one at a time, in order (a result is never overtaken by the next frame).
 Bad frames get an ``error`` frame and change nothing; the connection stays.  Autobahn enforces
 the 1 MiB frame and message cap (close 1009); native pings go only to links that went quiet
-(``liveness.LivenessSweep``, one timer for the node instead of autobahn's two per link).
+(``liveness.LivenessSweep``, one timer for the node instead of autobahn's two per link).  The
+common case -- one complete small text frame while autobahn is between frames, and every frame
+sent -- is read and built here (``frames``) and written with one ``send()`` when nothing is
+buffered (``socket_write``): an idle link's heartbeat and ack never enter autobahn's Python.
 
 Dispatch claims a task (``queued -> running``, atomic across nodes and transports) before the
 ``task`` frame is written; a frame that cannot be written returns the task to the queue.  At
