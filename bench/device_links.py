@@ -9,7 +9,8 @@ The server is the real app (``Lockgate.open``: the same wiring as ``twistd -n lo
 temporary SQLite file, in-memory shared state) listening on loopback in this process, so it can
 read its own RSS and CPU time.  The devices are a separate process (asyncio + ``websockets``):
 each link says ``hello``, sends a ``heartbeat`` every 20 s (staggered) and answers every ``task``
-frame at once with a ``task_result``.  The server pings every link every 20 s.
+frame at once with a ``task_result``.  The server pings only links that went quiet for 20 s
+(``liveness``), so heartbeating links are not pinged.
 
 Measured:
 - RSS per link: the server's RSS with every link welcomed minus its RSS before the first link,
@@ -29,6 +30,10 @@ repetitions in turn; ``--against DIR`` (another checkout, e.g. ``git archive`` o
 commit) runs that checkout's bench alternately with this one as the reference column, and the
 summary gives min-max of each figure per column and of this/reference ratios per pair.  This
 machine's CPU speed varies between runs minutes apart: quote ratios and ranges, not one figure.
+The server says on stderr when each phase starts (``phase idle pid N at T``, then ``trips`` and
+``done``), so a sampler outside the process (``py-spy record --pid N``, ``perf record -p N``)
+can cover exactly one phase; ``--profile`` records the idle window in CPU time (cProfile with
+the thread's CPU clock: a wall-clock profile of an idle process is all ``epoll`` waits).
 """
 
 from __future__ import annotations
@@ -71,6 +76,12 @@ def system_seconds() -> float:
 def context_switches() -> int:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_nvcsw + usage.ru_nivcsw
+
+
+def phase(name: str) -> None:
+    """Say on stderr which phase starts (pid and time), so an outside sampler (py-spy) can
+    cover exactly one phase of the server."""
+    print(f"phase {name} pid {os.getpid()} at {time.time():.3f}", file=sys.stderr, flush=True)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -198,8 +209,9 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
     if options.profile:
         import cProfile
 
-        idle_profiler = cProfile.Profile()
+        idle_profiler = cProfile.Profile(time.thread_time)
         idle_profiler.enable()
+    phase("idle")
     cpu_start, wall_start = cpu_seconds(), time.monotonic()
     reactor_cpu_start = time.thread_time()
     await deferLater(reactor, options.idle, lambda: None)
@@ -235,6 +247,7 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         app.db._in_driver_transaction = profiled(  # type: ignore[method-assign]
             app.db._in_driver_transaction)
         profiler.enable()
+    phase("trips")
     trips_cpu_start, trips_system_start = cpu_seconds(), system_seconds()
     switches_start = context_switches()
     for _ in range(options.trips):
@@ -247,6 +260,7 @@ async def server_main(reactor: Any, options: argparse.Namespace) -> dict[str, An
         assert row is not None and row.status == "completed", row
 
     trips_cpu = cpu_seconds() - trips_cpu_start
+    phase("done")
     trips_system = system_seconds() - trips_system_start
     switches = context_switches() - switches_start
     if profiler is not None and db_profiler is not None:

@@ -83,8 +83,9 @@ class ConnectorTasks:
 
         try:
             if payload_in_tx is None:
-                # the round trip's lean statement (no SQLAlchemy execution per task)
-                task = await self.db.driver_transaction(
+                # the round trip's lean statement (no SQLAlchemy execution per task), on this
+                # thread when the database is idle (no hop to the database thread and back)
+                task = await self.db.quick_transaction(
                     _insert, fields | {"payload": payload})
             else:
                 task = await self.db.transaction(create)
@@ -139,8 +140,8 @@ class ConnectorTasks:
         """Store the device's result (``ResultError`` for a malformed body); ``None`` when the
         task is not running on this device (ignored, safe to retry)."""
         outcome = parse_result(body)
-        task = await self.db.driver_transaction(_finish, device.id, task_id, outcome,
-                                                self.now())
+        task = await self.db.quick_transaction(_finish, device.id, task_id, outcome,
+                                               self.now())
         if task is not None:
             self.hub.task_finished(task.id, task)
             for hook in self.result_hooks:

@@ -5,7 +5,10 @@ HTTP handshake (``endpoint.LinkEndpoint``).  Frames are UTF-8 JSON objects with 
 they are handled one at a time, in order (a result is never overtaken by the next frame).
 Bad frames get an ``error`` frame and change nothing; the connection stays.  Autobahn enforces
 the 1 MiB frame and message cap (close 1009); native pings go only to links that went quiet
-(``liveness.LivenessSweep``, one timer for the node instead of autobahn's two per link).
+(``liveness.LivenessSweep``, one timer for the node instead of autobahn's two per link).  The
+common case -- one complete small text frame while autobahn is between frames, and every frame
+sent -- is read and built here (``frames``) and written with one ``send()`` when nothing is
+buffered (``socket_write``): an idle link's heartbeat and ack never enter autobahn's Python.
 
 Dispatch claims a task (``queued -> running``, atomic across nodes and transports) before the
 ``task`` frame is written; a frame that cannot be written returns the task to the queue.  At
@@ -21,10 +24,12 @@ from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerPr
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.logger import Logger
 
+from gateway.links.frames import MAX_FAST_PAYLOAD, read_text_frame, text_frame
 from gateway.links.hello import HelloError, parse_capacity, parse_hello, parse_max_parallel
 from gateway.links.hello_batch import HelloRegistrations, Registration
 from gateway.links.hub import CLOSE_PROTOCOL, CLOSE_REVOKED, LinkHub
 from gateway.links.results import ResultError
+from gateway.links.socket_write import write_now
 from gateway.links.tasks import ConnectorTasks
 from gateway.links.views import device_view, dispatch_view, rfc3339
 from gateway.store import connector_tasks as task_store
@@ -35,6 +40,8 @@ from gateway.store.devices import DeviceRow
 log = Logger()
 
 MAX_FRAME = 1 << 20
+#: frames read without autobahn are always within its caps (so none escapes them)
+assert MAX_FAST_PAYLOAD < MAX_FRAME
 HELLO_SECONDS = 10.0
 HEARTBEAT_INTERVAL = 20
 #: live output forwarded per task (the rest is dropped, §2.4)
@@ -46,6 +53,11 @@ TERMINAL_ACTIONS = frozenset({"terminal_open", "terminal_input", "terminal_read"
 
 
 class DeviceLink(WebSocketServerProtocol):
+    #: copied onto each connection by autobahn from the factory's protocol options
+    autoFragmentSize: int
+    maxMessagePayloadSize: int
+    logFrames: bool
+
     def __init__(self, hub: LinkHub, tasks: ConnectorTasks, device: DeviceRow,
                  registrations: HelloRegistrations) -> None:
         super().__init__()
@@ -101,12 +113,33 @@ class DeviceLink(WebSocketServerProtocol):
             lambda f: log.failure("closing link {link} failed", f, link=self.link_id))
 
     def dataReceived(self, data: bytes) -> None:
-        # any bytes prove the peer alive (no ping needed); straight to the frame parser,
-        # without the base class's per-read debug record (its arguments are formatted even
-        # when nothing logs them: a fifth of an idle node's CPU)
+        # any bytes prove the peer alive (no ping needed).  Complete small text frames read
+        # while autobahn is between frames go straight to ``onMessage`` (``frames``: the idle
+        # heartbeat and most results); the first anything else, and all after it, go to
+        # autobahn's parser -- without the base class's per-read debug record (its arguments
+        # are formatted even when nothing logs them)
         self.heard_at = self.hub.clock.seconds()
         self.pinged_at = None
-        self._dataReceived(data)
+        start = 0
+        while self._between_frames():
+            frame = read_text_frame(data, start)
+            if frame is None:
+                break
+            payload, end = frame
+            self.trafficStats.incomingOctetsWireLevel += end - start
+            start = end
+            self.onMessage(payload, False)
+            if start == len(data):
+                return
+        self._dataReceived(data[start:] if start else data)
+
+    def _between_frames(self) -> bool:
+        """Autobahn holds no part of a frame or message and would read the next frame with
+        nothing negotiated or logged that changes how (so reading it here is the same)."""
+        return (self.state == WebSocketServerProtocol.STATE_OPEN and not self.data
+                and self.current_frame is None and not self.inside_message
+                and self._perMessageCompress is None and not self.logFrames
+                and not self.logOctets and not self.trackedTimings)
 
     def sendData(self, data: bytes, sync: bool = False, chopsize: int | None = None) -> None:
         # an open link's frame goes straight to the transport, without the base class's
@@ -117,7 +150,7 @@ class DeviceLink(WebSocketServerProtocol):
                 or transport is None or self.state != WebSocketServerProtocol.STATE_OPEN):
             super().sendData(data, sync, chopsize)
             return
-        transport.write(data)
+        write_now(transport, data)
         self.trafficStats.outgoingOctetsWireLevel += len(data)
 
     def ping(self) -> None:
@@ -138,7 +171,16 @@ class DeviceLink(WebSocketServerProtocol):
     def send(self, frame: dict[str, Any]) -> bool:
         if self.gone or self.state != WebSocketServerProtocol.STATE_OPEN:
             return False
-        self.sendMessage(orjson.dumps(frame), isBinary=False)
+        payload = orjson.dumps(frame)
+        if (self._perMessageCompress is None and not self.autoFragmentSize
+                and self.send_state == WebSocketServerProtocol.SEND_STATE_GROUND
+                and len(payload) <= self.maxMessagePayloadSize and not self.logFrames
+                and not self.trackedTimings):
+            # the frame autobahn would build (one unmasked text frame), without its
+            # per-message Python
+            self.sendData(text_frame(payload))
+        else:
+            self.sendMessage(payload, isBinary=False)
         return True
 
     def send_error(self, message: str) -> None:

@@ -15,6 +15,8 @@ SQLite's settlement batches use it too (``billing_writes.write_batch_lean``).
 
 Pool threads run at a lower CPU priority than the reactor (``worker_priority``): on a process
 confined to one core, a woken reactor preempts a transaction instead of waiting for its slice.
+``quick_transaction`` runs such a transaction on the calling thread instead when the one
+SQLite worker is idle (``inline_sqlite``: no thread hop, never waits for a lock).
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, create_engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorThreads
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from gateway.store.driver_sql import DriverSQL
+from gateway.store.inline_sqlite import InlineBusy, InlineSQLite
 from gateway.store.worker_priority import lower_this_thread
 
 P = ParamSpec("P")
@@ -90,6 +93,10 @@ class DBRunner:
         self._held: Any = None
         #: transactions committed on that connection (outside SQLAlchemy's commit events)
         self.driver_commits = 0
+        #: transactions handed to the worker threads whose results have not come back yet
+        self._outstanding = 0
+        #: ``quick_transaction``'s connection (SQLite with one worker thread only)
+        self._inline = InlineSQLite(engine) if self.dialect == "sqlite" and threads == 1 else None
 
     def start(self) -> None:
         if not self._running:
@@ -103,6 +110,8 @@ class DBRunner:
             if self._held is not None:
                 self._held.close()
                 self._held = None
+            if self._inline is not None:
+                self._inline.close()
             self.engine.dispose()
 
     def transaction(
@@ -110,8 +119,17 @@ class DBRunner:
     ) -> Deferred[T]:
         """Run ``fn(conn, *args, **kwargs)`` in one transaction on a worker thread."""
         self.transactions += 1
-        return deferToThreadPool(self.reactor, self._pool, self._on_worker,
-                                 self._in_transaction, fn, args, kwargs)
+        return self._handed_over(deferToThreadPool(
+            self.reactor, self._pool, self._on_worker, self._in_transaction, fn, args, kwargs))
+
+    def _handed_over(self, d: Deferred[T]) -> Deferred[T]:
+        self._outstanding += 1
+        d.addBoth(self._came_back)
+        return d
+
+    def _came_back(self, result: T) -> T:
+        self._outstanding -= 1
+        return result
 
     def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(conn, ...)`` in a transaction on the calling thread (start-up, scripts)."""
@@ -125,8 +143,26 @@ class DBRunner:
         """Run ``fn(sql, *args)`` in one transaction on a worker thread, ``sql`` being a
         ``DriverSQL`` (plain DB-API statements; driver errors raised as SQLAlchemy's)."""
         self.transactions += 1
-        return deferToThreadPool(self.reactor, self._pool, self._on_worker,
-                                 self._in_driver_transaction, fn, args)
+        return self._handed_over(deferToThreadPool(
+            self.reactor, self._pool, self._on_worker, self._in_driver_transaction, fn, args))
+
+    def quick_transaction(self, fn: Callable[..., T], *args: Any) -> Deferred[T]:
+        """``driver_transaction``, run at once on the calling (reactor) thread when that is
+        safe: SQLite, its one worker thread idle (nothing queued or running: no lock held in
+        this process, every earlier transaction committed) and no other process holding the
+        write lock.  Otherwise, and on PostgreSQL, exactly ``driver_transaction``."""
+        inline = self._inline
+        if inline is not None and self._running and not self._outstanding and inline.turn():
+            try:
+                result = inline.run(fn, args)
+            except InlineBusy:
+                pass
+            except BaseException:
+                return fail()
+            else:
+                self.transactions += 1
+                return succeed(result)
+        return self.driver_transaction(fn, *args)
 
     @staticmethod
     def _on_worker(run: Callable[..., T], *args: Any) -> T:
