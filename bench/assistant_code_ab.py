@@ -38,6 +38,7 @@ from bench.assistant_runs import (  # noqa: E402
     start_lockgate,
     upstream_ms,
 )
+from bench.code_ab import export  # noqa: E402
 from bench.provision import provision  # noqa: E402
 from bench.run import free_port, wait_http  # noqa: E402
 
@@ -57,17 +58,6 @@ FIGURES = {
     "latency_cpu_ms_per_round": ("latency", "per_round", "cpu_ms"),
     "latency_core_utilisation": ("latency", "core_utilisation"),
 }
-
-
-def export(rev: str, into: Path) -> str:
-    """``rev``'s tree under ``into`` (``git archive``); the commit's short hash."""
-    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT,  # noqa: S603, S607
-                            capture_output=True, text=True, check=True).stdout.strip()
-    archive = subprocess.run(["git", "archive", commit], cwd=ROOT,  # noqa: S603, S607
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive,  # noqa: S603, S607
-                   check=True)
-    return commit
 
 
 class Side:
