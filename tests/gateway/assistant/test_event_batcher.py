@@ -17,7 +17,6 @@ from sqlalchemy import event
 from sqlalchemy.exc import StatementError
 from twisted.internet import reactor
 from twisted.internet.defer import gatherResults
-from twisted.trial import unittest
 
 from gateway.assistant.event_batcher import EventBatcher
 from gateway.store.assistant.event_batches import Answer
@@ -27,7 +26,9 @@ from gateway.store.assistant.sessions import get_session, save_session
 from tests.gateway.gateway_case import GatewayTestCase
 
 
-class EventBatcherTests(GatewayTestCase):
+class EventBatcherCase(GatewayTestCase):
+    """Runs to write events for, a batcher, and what the database holds."""
+
     async def runs(self, count: int, status: str = "running") -> list[RunRow]:
         await self.provision()
         now = self.ctx.now()
@@ -55,6 +56,9 @@ class EventBatcherTests(GatewayTestCase):
         rows = await self.ctx.db.transaction(events_after, run_id, 0)
         return [(row.seq, row.event, row.payload) for row in rows]
 
+
+
+class EventBatcherTests(EventBatcherCase):
     async def test_one_turns_events_share_a_transaction_and_keep_seq_order(self) -> None:
         runs = await self.runs(4)
         batcher, announced = self.batcher()
@@ -72,47 +76,6 @@ class EventBatcherTests(GatewayTestCase):
         current = await self.call("GET", f"/api/user/advanced-chat/runs/{runs[0].id}",
                                   token=self.user_token)
         assert current.json()["current_round"] == 5
-
-    async def test_a_batch_costs_a_few_statements_however_many_events(self) -> None:
-        """Lock + seq read + one multi-row insert + one ``executemany`` update of the runs
-        that changed the same columns (tool-call details merged in memory), not four
-        statements per event."""
-        runs = await self.runs(4)
-        batcher, _announced = self.batcher()
-        now = self.ctx.now()
-        statements: list[str] = []
-
-        def count(statement: str) -> None:
-            statements.append(statement.split()[0].upper())
-
-        def trace(dbapi_connection: Any, *_args: Any) -> None:
-            # batches are plain DB-API statements (no Core events): SQLite's own trace
-            # sees every statement the connection runs
-            dbapi_connection.set_trace_callback(count)
-            self.addCleanup(dbapi_connection.set_trace_callback, None)
-
-        engine = self.ctx.db.engine
-        event.listen(engine, "checkout", trace)
-        self.addCleanup(event.remove, engine, "checkout", trace)
-        writes = []
-        for run in runs:
-            writes.append(batcher.write(run, "status", {"message": "model_round", "round": 1},
-                                        {"current_round": 1}, now))
-            for status in ("running", "ok"):
-                writes.append(batcher.write(run, "tool_call", {
-                    "id": "call_1", "round": 1, "name": "tasks_list", "status": status,
-                    "arguments": {}, "result": "done" if status == "ok" else ""}, None, now))
-        rows = await gatherResults(writes)
-        assert batcher.batch_sizes == [12] and all(row is not None for row in rows)
-        work = [s for s in statements if s not in ("BEGIN", "COMMIT")]
-        # SQLite traces an ``executemany`` row by row: one row update per run, not per event
-        assert work == ["SELECT", "SELECT", "INSERT", "UPDATE", "UPDATE", "UPDATE", "UPDATE"]
-        current = await self.call("GET", f"/api/user/advanced-chat/runs/{runs[2].id}",
-                                  token=self.user_token)
-        assert current.json()["current_round"] == 1
-        assert current.json()["tool_call_details"] == [{
-            "id": "call_1", "round": 1, "name": "tasks_list", "status": "ok",
-            "arguments": {}, "result": "done"}]
 
     async def test_events_queued_while_a_batch_is_written_form_the_next_batch(self) -> None:
         [run] = await self.runs(1)
@@ -256,11 +219,54 @@ class EventBatcherTests(GatewayTestCase):
         self.flushLoggedErrors(StatementError)
 
 
+class EventBatcherStatementTests(EventBatcherCase):
+    """SQLite only: the statements are counted through its trace callback."""
+
+    async def test_a_batch_costs_a_few_statements_however_many_events(self) -> None:
+        """Lock + seq read + one multi-row insert + one ``executemany`` update of the runs
+        that changed the same columns (tool-call details merged in memory), not four
+        statements per event."""
+        runs = await self.runs(4)
+        batcher, _announced = self.batcher()
+        now = self.ctx.now()
+        statements: list[str] = []
+
+        def count(statement: str) -> None:
+            statements.append(statement.split()[0].upper())
+
+        def trace(dbapi_connection: Any, *_args: Any) -> None:
+            # batches are plain DB-API statements (no Core events): SQLite's own trace
+            # sees every statement the connection runs
+            dbapi_connection.set_trace_callback(count)
+            self.addCleanup(dbapi_connection.set_trace_callback, None)
+
+        engine = self.ctx.db.engine
+        event.listen(engine, "checkout", trace)
+        self.addCleanup(event.remove, engine, "checkout", trace)
+        writes = []
+        for run in runs:
+            writes.append(batcher.write(run, "status", {"message": "model_round", "round": 1},
+                                        {"current_round": 1}, now))
+            for status in ("running", "ok"):
+                writes.append(batcher.write(run, "tool_call", {
+                    "id": "call_1", "round": 1, "name": "tasks_list", "status": status,
+                    "arguments": {}, "result": "done" if status == "ok" else ""}, None, now))
+        rows = await gatherResults(writes)
+        assert batcher.batch_sizes == [12] and all(row is not None for row in rows)
+        work = [s for s in statements if s not in ("BEGIN", "COMMIT")]
+        # SQLite traces an ``executemany`` row by row: one row update per run, not per event
+        assert work == ["SELECT", "SELECT", "INSERT", "UPDATE", "UPDATE", "UPDATE", "UPDATE"]
+        current = await self.call("GET", f"/api/user/advanced-chat/runs/{runs[2].id}",
+                                  token=self.user_token)
+        assert current.json()["current_round"] == 1
+        assert current.json()["tool_call_details"] == [{
+            "id": "call_1", "round": 1, "name": "tasks_list", "status": "ok",
+            "arguments": {}, "result": "done"}]
+
+
 class EventBatcherPostgresTests(EventBatcherTests):
     """The same batches on PostgreSQL: its placeholders, row locks (``FOR UPDATE``), the
     multi-row ``INSERT ... RETURNING`` and the values as its column types read them back."""
 
     backend = "postgresql"
 
-    async def test_a_batch_costs_a_few_statements_however_many_events(self) -> None:
-        raise unittest.SkipTest("statements are counted through SQLite's trace callback")
