@@ -47,10 +47,12 @@ from twisted.web.http import (
     _ChunkedTransferDecoder,
     _IdentityTransferDecoder,
 )
+from twisted.web.http_headers import Headers
 from twisted.web.iweb import INonQueuedRequestFactory
 from twisted.web.server import Site
 
-from tap import body_limits, request_parser, slot_defaults
+from gateway.links.socket_write import write_now
+from tap import body_limits, request_parser, response_write, slot_defaults
 from tap.http_request import LockgateRequest
 
 #: seconds a refused connection keeps discarding the client's upload before it is cut
@@ -78,13 +80,14 @@ _SLOTS = (
     "_host", "_linger", "_peer", "_refused", "_target",
     "_parser", "_events", "_feeding", "_in_head", "_in_message", "_head_bytes", "_chunk_size",
     "_ended_here", "_url", "_upgrade_held", "_upgrade_transport", "_legacy", "_successor",
+    "_holding_head", "_held_head",
 )
 _DEFAULTS = {**slot_defaults.class_defaults(HTTPChannel, _SLOTS), "_refused": False,
              "_linger": None, "_target": None, "_peer": None, "_host": None,
              "_parser": None, "_feeding": False, "_in_head": False, "_in_message": False,
              "_head_bytes": 0, "_chunk_size": 0, "_ended_here": False, "_url": b"",
              "_upgrade_held": False, "_upgrade_transport": None, "_legacy": False,
-             "_successor": None}
+             "_successor": None, "_holding_head": False, "_held_head": None}
 
 
 class LockgateChannel(HTTPChannel):
@@ -113,6 +116,8 @@ class LockgateChannel(HTTPChannel):
     _upgrade_transport: Any
     _legacy: bool
     _successor: Any
+    _holding_head: bool
+    _held_head: bytes | None
 
     def __init__(self) -> None:
         slot_defaults.fill(self, _DEFAULTS)
@@ -537,6 +542,47 @@ class LockgateChannel(HTTPChannel):
         self._parser = None
         self._events.clear()
         super().connectionLost(reason)
+
+    # --- the response: head and first body bytes in one send (tap.response_write) ----------
+
+    def hold_head(self) -> None:
+        """Keep the head ``writeHeaders`` makes until a body write carries it or
+        ``release_head``: called by the request around its first ``write``."""
+        self._holding_head = True
+
+    def release_head(self) -> None:
+        """Stop holding; a head no body write carried (HEAD, 204, an empty write) goes now."""
+        self._holding_head = False
+        head = self._held_head
+        if head is not None:
+            self._held_head = None
+            if self.transport is not None:
+                write_now(self.transport, head)
+
+    def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
+        if not isinstance(headers, Headers):
+            super().writeHeaders(version, code, reason, headers)
+            return
+        head = response_write.head_bytes(version, code, reason, headers)
+        if self._holding_head:
+            self._held_head = head
+        else:
+            write_now(self.transport, head)
+
+    def write(self, data: bytes) -> None:
+        head = self._held_head
+        if head is not None:
+            self._held_head = None
+            data = head + data
+        write_now(self.transport, data)
+
+    def writeSequence(self, iovec: Any) -> None:
+        head = self._held_head
+        if head is not None:
+            self._held_head = None
+            write_now(self.transport, head + b"".join(iovec))
+        else:
+            write_now(self.transport, b"".join(iovec))
 
 
 class LockgateSite(Site):

@@ -12,6 +12,9 @@ passes the cap, so nothing past the cap is ever buffered.
 Twisted's request attributes live in slots (``tap.slot_defaults``): an open stream keeps its
 request for its whole life, and the ~1.5 KiB ``__dict__`` they would fill is a tenth of what a
 stream costs.
+
+The first ``write`` of an answer has ``LockgateChannel`` hold the head twisted.web makes, so the
+head and that write's body bytes leave in one ``send()`` (``tap.response_write``).
 """
 
 from __future__ import annotations
@@ -59,6 +62,23 @@ class LockgateRequest(Request):
                 channel.body_over_limit(self.body_limit)
                 return
         super().handleContentChunk(data)
+
+    def write(self, data: bytes) -> None:
+        if self.startedWriting:
+            super().write(data)
+            return
+        # the first write: the channel sends the head with this write's body bytes
+        # (tap.response_write); a channel of another kind writes as twisted.web does
+        channel: Any = self.channel
+        hold = getattr(channel, "hold_head", None)
+        if hold is None:
+            super().write(data)
+            return
+        hold()
+        try:
+            super().write(data)
+        finally:
+            channel.release_head()
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
         if path.startswith(b"/v1/") or path.startswith(b"/v1beta/"):

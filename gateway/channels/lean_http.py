@@ -5,8 +5,10 @@ Why not ``twisted.web.client.Agent``: Agent parses responses line by line in Pyt
 per header), a ``Response`` with its own producer proxy, and chains several Deferreds per
 request through ``HTTPConnectionPool``.  Measured on the relay floor, that machinery was the
 largest single block of a relayed request's CPU.  Here a connection is one ``Protocol`` whose
-responses are parsed by ``httptools`` (the llhttp C parser) and whose request is one
-``transport.write``; the pool is a list of idle connections per key.
+responses are parsed by ``httptools`` (the llhttp C parser) and whose request is one write,
+sent straight to the socket when nothing waits in the transport's buffer
+(``gateway.links.socket_write``: no write watch, no extra reactor pass); the pool is a list of
+idle connections per key.
 
 What it keeps from Agent + ``HTTPConnectionPool``, on purpose:
 
@@ -47,6 +49,8 @@ from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import UNKNOWN_LENGTH
+
+from gateway.links.socket_write import write_now
 
 #: methods Agent's pool re-sends on a fresh connection when a pooled one failed before answering
 IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"DELETE", b"TRACE", b"PUT"})
@@ -246,7 +250,7 @@ class LeanConnection(Protocol):
         self._exchange = exchange
         exchange.conn = self
         self._heard = False
-        self.transport.write(exchange.data)  # type: ignore[union-attr]
+        write_now(self.transport, exchange.data)
 
     def retire(self) -> None:
         """Close cleanly (FIN) after a complete answer: not to be reused, nothing to cut."""

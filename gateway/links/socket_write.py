@@ -1,4 +1,7 @@
-"""Write a link's frame on a plain TCP transport at once when nothing is waiting to be written.
+"""Write on a plain TCP transport at once when nothing is waiting to be written.
+
+Used for a link's frames, for the gateway's HTTP answers (``tap.http_channel``) and for the
+requests the lean upstream client sends (``gateway.channels.lean_http``).
 
 Why: Twisted's ``write`` appends the bytes to the transport's buffer and asks the reactor to
 watch the socket for room; the next pass of the reactor loop sends them and stops watching:
@@ -18,10 +21,13 @@ from typing import Any
 
 from twisted.internet import tcp
 
+#: a plain TCP connection's transport, accepted or connected (a TLS one is a wrapper, not these)
+_PLAIN_TCP = (tcp.Server, tcp.Client)
+
 
 def write_now(transport: Any, data: bytes) -> None:
     """``transport.write(data)``, sending straight away where that changes nothing else."""
-    if (type(transport) is tcp.Server and not transport.TLS and transport.connected
+    if (type(transport) in _PLAIN_TCP and not transport.TLS and transport.connected
             and not transport.disconnecting and not transport._writeDisconnecting
             and not transport._writeDisconnected and not transport.dataBuffer
             and not transport._tempDataBuffer):

@@ -66,6 +66,8 @@ def query_key(uri: bytes) -> str:
     multipart *body* fields into ``args``, and a form field named ``key`` (say, on a
     transcription upload) must not become a credential.
     """
+    if b"?" not in uri:
+        return ""
     query = uri.partition(b"?")[2].partition(b"#")[0]
     for part in query.split(b"&"):
         name, _, value = part.partition(b"=")
@@ -77,9 +79,15 @@ def query_key(uri: bytes) -> str:
 
 
 def extract(request: IRequest) -> tuple[str, str] | None:
-    """``(token, source)`` of a ``twisted.web`` request, or None (-> 401 auth_required)."""
+    """``(token, source)`` of a ``twisted.web`` request, or None (-> 401 auth_required).
+
+    A bearer token wins (``choose``'s order), so the other sources are read only without one.
+    """
+    token = bearer_token(_text(request.getHeader(b"authorization")))
+    if token:
+        return token, BEARER
     return choose(
-        _text(request.getHeader(b"authorization")),
+        "",
         _text(request.getHeader(b"x-api-key")),
         _text(request.getHeader(b"x-goog-api-key")),
         query_key(request.uri or b""),

@@ -57,6 +57,17 @@ class WriteNowTests(TestCase):
         assert server not in reactor.getWriters(), "no write watch, no extra loop pass"
         await self.received(client, b"\x81\x05hello")
 
+    async def test_a_connecting_sides_transport_sends_at_once_too(self) -> None:
+        # the lean upstream client's requests go out on tcp.Client transports
+        server, client = await self.connected()
+        received = Collector()
+        server.protocol.dataReceived = received.dataReceived
+        write_now(client.transport, b"POST / HTTP/1.1\r\n\r\n")
+        transport: Any = client.transport
+        assert transport.dataBuffer == b"" and transport._tempDataBuffer == []
+        assert transport not in reactor.getWriters(), "no write watch, no extra loop pass"
+        await self.received(received, b"POST / HTTP/1.1\r\n\r\n")
+
     async def test_buffered_bytes_are_never_overtaken(self) -> None:
         server, client = await self.connected()
         server.write(b"first,")
