@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.links.ids import token_hash
+from gateway.links.token_lookups import TokenLookups
 from gateway.store import devices as device_store
 from gateway.store.devices import DeviceRow
 from gateway.store.pool import DBRunner
@@ -37,11 +38,17 @@ def request_token(request: Any, *, allow_query: bool) -> str:
     return ""
 
 
-async def authenticate(db: DBRunner, request: Any, *, allow_query: bool = False) -> DeviceRow:
+async def authenticate(db: DBRunner, request: Any, *, allow_query: bool = False,
+                       lookups: TokenLookups | None = None) -> DeviceRow:
+    """The device the request's token belongs to; ``lookups`` reads it together with the
+    other lookups of the moment (``token_lookups``)."""
     token = request_token(request, allow_query=allow_query)
     if not token:
         raise DeviceAuthError(MISSING)
-    device = await db.transaction(device_store.find_by_token_hash, token_hash(token))
+    if lookups is not None:
+        device = await lookups.find(token_hash(token))
+    else:
+        device = await db.transaction(device_store.find_by_token_hash, token_hash(token))
     if device is None:
         raise DeviceAuthError(INVALID)
     return device

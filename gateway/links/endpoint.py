@@ -20,6 +20,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gateway.links.device_auth import DeviceAuthError, authenticate
+from gateway.links.token_lookups import TokenLookups
 from gateway.links.websocket import DeviceLinkFactory
 from gateway.store.devices import DeviceRow
 from gateway.store.pool import DBRunner
@@ -46,9 +47,12 @@ class LinkEndpoint(Resource):
         self.db = db
         self.factory = factory
         self._ws = WebSocketResource(factory)
+        #: many links opening at once read their tokens together
+        self.lookups = TokenLookups(db)
 
     def render_GET(self, request: Any) -> Any:
-        d = ensureDeferred(authenticate(self.db, request, allow_query=True))
+        d = ensureDeferred(authenticate(self.db, request, allow_query=True,
+                                        lookups=self.lookups))
         d.addCallbacks(lambda device: self._upgrade(request, device),
                        lambda failure: self._deny(request, failure))
         d.addErrback(lambda failure: log.failure("link handshake failed", failure))
