@@ -24,6 +24,7 @@ from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerPr
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.logger import Logger
 
+from gateway.links.claim_batch import Claim, TaskClaims
 from gateway.links.frames import MAX_FAST_PAYLOAD, read_text_frame, text_frame
 from gateway.links.hello import HelloError, parse_capacity, parse_hello, parse_max_parallel
 from gateway.links.hello_batch import HelloRegistrations, Registration
@@ -59,11 +60,12 @@ class DeviceLink(WebSocketServerProtocol):
     logFrames: bool
 
     def __init__(self, hub: LinkHub, tasks: ConnectorTasks, device: DeviceRow,
-                 registrations: HelloRegistrations) -> None:
+                 registrations: HelloRegistrations, claims: TaskClaims) -> None:
         super().__init__()
         self.hub = hub
         self.tasks = tasks
         self.registrations = registrations
+        self.claims = claims
         self.device = device
         self.device_id = device.id
         self.link_id = hub.new_link_id()
@@ -359,9 +361,10 @@ class DeviceLink(WebSocketServerProtocol):
                 while not self.gone:
                     full = self._busy() >= self.max_parallel
                     wakes = self._wakes
-                    task = await self.hub.db.transaction(
-                        task_store.claim_next, self.device_id, owner, self.link_id,
-                        self.hub.now(), TERMINAL_ACTIONS if full else None)
+                    # links claiming at once (a mass reconnect) share transactions
+                    task = await self.claims.claim(Claim(
+                        self.device_id, owner, self.link_id, self.hub.now(),
+                        TERMINAL_ACTIONS if full else None))
                     if task is None:
                         if not full and wakes == self._wakes:
                             self._queue_empty = True
@@ -443,6 +446,7 @@ class DeviceLinkFactory(WebSocketServerFactory):
         self.hub = hub
         self.tasks = tasks
         self.registrations = HelloRegistrations(hub.db)
+        self.claims = TaskClaims(hub.db)
         #: set by the endpoint for the duration of one synchronous upgrade
         self.admitted: DeviceRow | None = None
         self.setProtocolOptions(
@@ -455,6 +459,7 @@ class DeviceLinkFactory(WebSocketServerFactory):
     def buildProtocol(self, addr: Any) -> DeviceLink | None:
         if self.admitted is None:
             return None
-        link = DeviceLink(self.hub, self.tasks, self.admitted, self.registrations)
+        link = DeviceLink(self.hub, self.tasks, self.admitted, self.registrations,
+                          self.claims)
         link.factory = self
         return link

@@ -1,0 +1,111 @@
+"""Links that say hello at once claim the tasks queued for their devices in shared
+transactions (``claim_batch``), and each device still gets exactly its own task, on its own
+link; a group that fails is retried claim by claim."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sqlalchemy.exc import StatementError
+from twisted.internet.defer import ensureDeferred, gatherResults
+
+from gateway.links.claim_batch import Claim, TaskClaims
+from gateway.links.ids import new_id
+from tests.gateway.links.link_case import DEVICES, LinkTestCase
+from tests.support.link_client import LinkClient, connect
+
+LINKS = 8
+HELLO = {"type": "hello", "protocol": 1, "hostname": "box", "os": "linux", "arch": "amd64",
+         "version": "1", "kind": "cli", "mode": "platform"}
+
+
+class ClaimBatchTests(LinkTestCase):
+    def claims(self) -> list[str]:
+        """Names of the claims run in a transaction from now on."""
+        names: list[str] = []
+        db = self.app.db
+        transaction = db.transaction
+
+        def recorded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            name = getattr(fn, "__qualname__", repr(fn))
+            if name in ("claim", "claim_group", "claim_next"):
+                names.append(name)
+            return transaction(fn, *args, **kwargs)
+
+        db.transaction = recorded  # type: ignore[method-assign]
+        self.addCleanup(setattr, db, "transaction", transaction)
+        return names
+
+    async def devices(self, count: int) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
+        login, token, device = await self.user_with_device()
+        made = [(token, device)]
+        for number in range(count - 1):
+            response = await self.call("POST", f"{DEVICES}/token", {"name": f"box {number}"},
+                                       token=login)
+            body = response.json()
+            made.append((body["token"], body["device"]))
+        return await self.user_id(login), made
+
+    async def test_hellos_at_once_claim_together_and_each_gets_its_own_task(self) -> None:
+        user_id, made = await self.devices(LINKS)
+        queued = {device["id"]: await self.task_for(device, user_id) for _, device in made}
+        clients: list[LinkClient] = []
+        for token, _ in made:
+            client = await connect(self.base, token)
+            self.addCleanup(client.transport.abortConnection)  # type: ignore[union-attr]
+            clients.append(client)
+        # the database thread is busy while all the hellos arrive: they register together,
+        # and every link then claims at once
+        release = threading.Event()
+        busy = self.app.db.transaction(lambda conn: release.wait(30))
+        self.addCleanup(release.set)
+        names = self.claims()
+        for client in clients:
+            client.send(HELLO)
+        await self.until(lambda: _true(len(self.links_of().factory.registrations._waiting)
+                                       == LINKS - 1))
+        release.set()
+        await busy
+        frames = await gatherResults([ensureDeferred(client.next_of("task"))
+                                      for client in clients])
+        hub = self.links_of().hub
+        for (_, device), frame in zip(made, frames, strict=True):
+            task = await self.task(frame["task"]["id"])
+            assert task.id == queued[device["id"]].id
+            assert task.status == "running" and task.claimed_by == hub.links[device["id"]].link_id
+        # a claim each for the queued task and for room left (terminal actions), in shared
+        # transactions: not two transactions per link
+        assert len(names) <= LINKS // 2, names
+
+    async def test_a_failed_group_is_retried_claim_by_claim(self) -> None:
+        user_id, made = await self.devices(2)
+        (_, first), (_, second) = made
+        tasks = [await self.task_for(device, user_id) for device in (first, second)]
+        claims = TaskClaims(self.app.db)
+        release = threading.Event()
+        busy = self.app.db.transaction(lambda conn: release.wait(30))
+        self.addCleanup(release.set)
+        now = self.app.ctx.now()
+        lone = claims.claim(Claim("no-such-device", None, new_id("lnk"), now, None))
+        good = [claims.claim(Claim(device["id"], user_id, new_id("lnk"), now, None))
+                for device in (first, second)]
+        # a value the driver cannot bind fails the whole group it is in
+        bad = claims.claim(Claim(object(), None, new_id("lnk"), now, None))  # type: ignore[arg-type]
+        release.set()
+        await busy
+        assert await lone is None
+        claimed = [await d for d in good]
+        assert [row.id if row else None for row in claimed] == [task.id for task in tasks]
+        try:
+            await bad
+        except Exception:
+            pass
+        else:
+            raise AssertionError("a claim that cannot run must fail")
+        # the group's failure was logged once (then each claim ran on its own)
+        assert len(self.flushLoggedErrors(StatementError)) == 1
+
+
+async def _true(value: bool) -> bool:
+    return value
