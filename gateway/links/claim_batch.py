@@ -6,9 +6,11 @@ Why: each claim is one ``UPDATE … RETURNING`` (``connector_tasks.claim_next``)
 transaction of its own costs a thread hop, ``BEGIN IMMEDIATE``, a commit and a wake of the
 reactor.  As with hello registrations (``hello_batch``), the first claim goes at once and the
 claims made while a group is in the database go together in the next one (at most
-``MAX_GROUP``): a lone claim waits for nothing.  Each claim is still the one atomic statement
-it was, run in order inside the group; a group that fails is retried one claim per
-transaction, so one bad claim cannot fail the other links' claims.
+``MAX_GROUP``): a lone claim waits for nothing.  A group first reads which of its devices have
+anything queued (one statement; after a restart most have nothing) and claims only for those;
+each claim is still the one atomic statement it was, run in order inside the group.  A group
+that fails is retried one claim per transaction, so one bad claim cannot fail the other links'
+claims.
 """
 
 from __future__ import annotations
@@ -47,7 +49,11 @@ def claim(conn: Any, item: Claim) -> TaskRow | None:
 
 
 def claim_group(conn: Any, items: list[Claim]) -> list[TaskRow | None]:
-    return [claim(conn, item) for item in items]
+    # one read finds the devices with anything queued; only theirs are claimed (in the same
+    # transaction, so what the read saw is what the claims see on SQLite; on PostgreSQL a
+    # task queued meanwhile wakes its link after its commit, as for any claim)
+    queued = task_store.queued_among(conn, list(dict.fromkeys(item.device_id for item in items)))
+    return [claim(conn, item) if item.device_id in queued else None for item in items]
 
 
 class TaskClaims:

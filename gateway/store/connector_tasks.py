@@ -158,6 +158,17 @@ def claim_next(conn: Connection, device_id: str, owner_id: int | None, claimed_b
     return TaskRow.from_row(row) if row else None
 
 
+def queued_among(conn: Connection, device_ids: list[str]) -> set[str]:
+    """Which of the devices have a queued task at all (any owner, any action): many links
+    claiming together (``gateway.links.claim_batch``) make one read instead of a claim each
+    for devices with nothing queued."""
+    if not device_ids:
+        return set()
+    rows = conn.execute(select(_T.c.device_id).where(
+        _T.c.device_id.in_(device_ids), _T.c.status == QUEUED).distinct())
+    return {row[0] for row in rows}
+
+
 def claim(conn: Connection, task_id: str, claimed_by: str, now: datetime) -> TaskRow | None:
     """The one atomic claim of a known task: its row only for the single writer that moved
     it, else ``None``."""

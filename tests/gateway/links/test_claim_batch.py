@@ -12,6 +12,7 @@ from twisted.internet.defer import ensureDeferred, gatherResults
 
 from gateway.links.claim_batch import Claim, TaskClaims
 from gateway.links.ids import new_id
+from gateway.store import connector_tasks as task_store
 from tests.gateway.links.link_case import DEVICES, LinkTestCase
 from tests.support.link_client import LinkClient, connect
 
@@ -49,7 +50,8 @@ class ClaimBatchTests(LinkTestCase):
 
     async def test_hellos_at_once_claim_together_and_each_gets_its_own_task(self) -> None:
         user_id, made = await self.devices(LINKS)
-        queued = {device["id"]: await self.task_for(device, user_id) for _, device in made}
+        # the last two devices have nothing queued: their links claim nothing
+        queued = {device["id"]: await self.task_for(device, user_id) for _, device in made[:-2]}
         clients: list[LinkClient] = []
         for token, _ in made:
             client = await connect(self.base, token)
@@ -68,15 +70,20 @@ class ClaimBatchTests(LinkTestCase):
         release.set()
         await busy
         frames = await gatherResults([ensureDeferred(client.next_of("task"))
-                                      for client in clients])
+                                      for client in clients[:-2]])
         hub = self.links_of().hub
-        for (_, device), frame in zip(made, frames, strict=True):
+        for (_, device), frame in zip(made[:-2], frames, strict=True):
             task = await self.task(frame["task"]["id"])
             assert task.id == queued[device["id"]].id
             assert task.status == "running" and task.claimed_by == hub.links[device["id"]].link_id
         # a claim each for the queued task and for room left (terminal actions), in shared
         # transactions: not two transactions per link
         assert len(names) <= LINKS // 2, names
+        # a link whose device had nothing queued knows it and is served at once later
+        idle: Any = hub.links[made[-1][1]["id"]]
+        await self.until(lambda: _true(idle._queue_empty))
+        later = await self.task_for(made[-1][1], user_id)
+        assert (await clients[-1].next_of("task"))["task"]["id"] == later.id
 
     async def test_a_failed_group_is_retried_claim_by_claim(self) -> None:
         user_id, made = await self.devices(2)
@@ -105,6 +112,35 @@ class ClaimBatchTests(LinkTestCase):
             raise AssertionError("a claim that cannot run must fail")
         # the group's failure was logged once (then each claim ran on its own)
         assert len(self.flushLoggedErrors(StatementError)) == 1
+
+
+
+
+class QueuedAmongTests(LinkTestCase):
+    """The group's one read (``connector_tasks.queued_among``): exactly the devices with a
+    queued task, whoever owns it and whatever its action."""
+
+    async def test_only_devices_with_a_queued_task_are_named(self) -> None:
+        login, _, first = await self.user_with_device()
+        user_id = await self.user_id(login)
+        response = await self.call("POST", f"{DEVICES}/token", {"name": "second"}, token=login)
+        second = response.json()["device"]
+        response = await self.call("POST", f"{DEVICES}/token", {"name": "third"}, token=login)
+        third = response.json()["device"]
+        await self.task_for(first, user_id)
+        await self.task_for(first, user_id, action="terminal_open", payload={})
+        running = await self.task_for(second, user_id)
+        claimed = await self.app.db.transaction(
+            task_store.claim, running.id, new_id("lnk"), self.app.ctx.now())
+        assert claimed is not None
+        ids = [first["id"], second["id"], third["id"], "no-such-device"]
+        found = await self.app.db.transaction(task_store.queued_among, ids)
+        assert found == {first["id"]}
+        assert await self.app.db.transaction(task_store.queued_among, []) == set()
+
+
+class QueuedAmongPostgresTests(QueuedAmongTests):
+    backend = "postgresql"
 
 
 async def _true(value: bool) -> bool:
