@@ -67,11 +67,20 @@ class TaskClaims:
     def claim(self, item: Claim) -> Deferred[TaskRow | None]:
         """Fires with the task claimed for the link (``None``: nothing queued it may run)
         once its group committed."""
+        if not self._writing:
+            # a lone claim (every task's round trip) goes straight to its transaction; claims
+            # arriving while it runs wait and form the next group
+            self._writing = True
+            lone = self.db.transaction(claim, item)
+            lone.addBoth(self._lone_done)
+            return lone
         done: Deferred[TaskRow | None] = Deferred()
         self._waiting.append((item, done))
-        if not self._writing:
-            self._next_group()
         return done
+
+    def _lone_done(self, result: object) -> object:
+        self._next_group()
+        return result
 
     def _next_group(self) -> None:
         if not self._waiting:

@@ -60,12 +60,11 @@ class DeviceLink(WebSocketServerProtocol):
     logFrames: bool
 
     def __init__(self, hub: LinkHub, tasks: ConnectorTasks, device: DeviceRow,
-                 registrations: HelloRegistrations, claims: TaskClaims) -> None:
+                 registrations: HelloRegistrations) -> None:
         super().__init__()
         self.hub = hub
         self.tasks = tasks
         self.registrations = registrations
-        self.claims = claims
         self.device = device
         self.device_id = device.id
         self.link_id = hub.new_link_id()
@@ -362,7 +361,7 @@ class DeviceLink(WebSocketServerProtocol):
                     full = self._busy() >= self.max_parallel
                     wakes = self._wakes
                     # links claiming at once (a mass reconnect) share transactions
-                    task = await self.claims.claim(Claim(
+                    task = await self.factory.claims.claim(Claim(
                         self.device_id, owner, self.link_id, self.hub.now(),
                         TERMINAL_ACTIONS if full else None))
                     if task is None:
@@ -459,7 +458,6 @@ class DeviceLinkFactory(WebSocketServerFactory):
     def buildProtocol(self, addr: Any) -> DeviceLink | None:
         if self.admitted is None:
             return None
-        link = DeviceLink(self.hub, self.tasks, self.admitted, self.registrations,
-                          self.claims)
+        link = DeviceLink(self.hub, self.tasks, self.admitted, self.registrations)
         link.factory = self
         return link
