@@ -4,11 +4,10 @@ online, like HTTP register).
 
 Why: each registration is a handful of short statements, but a transaction of its own costs a
 thread hop, ``BEGIN IMMEDIATE`` and a commit; with 2,000 devices reconnecting together the
-commits were most of the time to welcome them all.  This is a group commit: the first hello goes
-at once, and the hellos that arrive while a group is in the database go together in the next one
-(at most ``MAX_GROUP``), so a lone hello waits for nothing and a storm of them pays one commit
-per group.  A group that fails is retried one registration per transaction, so one bad row
-cannot keep the other devices from their welcome.
+commits were most of the time to welcome them all.  This is a group commit (``group_commit``): a
+lone hello waits for nothing and a storm of them pays one commit per group.  A group that fails
+is retried one registration per transaction, so one bad row cannot keep the other devices from
+their welcome.
 """
 
 from __future__ import annotations
@@ -17,18 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from twisted.internet.defer import Deferred, ensureDeferred
-from twisted.logger import Logger
+from twisted.internet.defer import Deferred
 
+from gateway.links.group_commit import GroupCommit
 from gateway.store import devices as device_store
 from gateway.store import sandbox_hosts as host_store
 from gateway.store.devices import DeviceRow
 from gateway.store.pool import DBRunner
-
-log = Logger()
-
-#: registrations per transaction at most (a group holds SQLite's write lock while it runs)
-MAX_GROUP = 256
 
 
 @dataclass(frozen=True)
@@ -66,46 +60,12 @@ def register_group(conn: Any, items: list[Registration]) -> list[Outcome]:
     return [register(conn, item) for item in items]
 
 
-class HelloRegistrations:
+class HelloRegistrations(GroupCommit[Registration, Outcome]):
     """Group commit of hello registrations on one node."""
 
     def __init__(self, db: DBRunner) -> None:
-        self.db = db
-        self._waiting: list[tuple[Registration, Deferred[Outcome]]] = []
-        self._writing = False
+        super().__init__(db, register, register_group, what="registering hellos")
 
     def register(self, item: Registration) -> Deferred[Outcome]:
         """Fires with the registered device (or the refusal) once its group committed."""
-        done: Deferred[Outcome] = Deferred()
-        self._waiting.append((item, done))
-        if not self._writing:
-            self._next_group()
-        return done
-
-    def _next_group(self) -> None:
-        if not self._waiting:
-            self._writing = False
-            return
-        self._writing = True
-        group, self._waiting = self._waiting[:MAX_GROUP], self._waiting[MAX_GROUP:]
-        ensureDeferred(self._write(group)).addBoth(lambda _: self._next_group())
-
-    async def _write(self, group: list[tuple[Registration, Deferred[Outcome]]]) -> None:
-        try:
-            outcomes = await self.db.transaction(register_group, [item for item, _ in group])
-        except Exception:
-            log.failure("registering {count} hellos together failed; one by one now",
-                        count=len(group))
-            await self._one_by_one(group)
-            return
-        for (_, done), outcome in zip(group, outcomes, strict=True):
-            done.callback(outcome)
-
-    async def _one_by_one(self, group: list[tuple[Registration, Deferred[Outcome]]]) -> None:
-        for item, done in group:
-            try:
-                outcome = await self.db.transaction(register, item)
-            except Exception as exc:
-                done.errback(exc)
-            else:
-                done.callback(outcome)
+        return self.submit(item)
