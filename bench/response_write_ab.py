@@ -26,6 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from twisted.internet.defer import Deferred
+from twisted.internet.task import react
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
@@ -40,8 +43,8 @@ BODY = (b'{"id":"chatcmpl-bench","object":"chat.completion","created":1,"model":
         b'"total_tokens":11}}')
 
 
-def serve(port_a: int, port_b: int) -> None:
-    from twisted.internet import reactor as global_reactor
+def serve(reactor: Any, port_a: int, port_b: int) -> Deferred[None]:
+    """Both sites on ``reactor`` (given by ``react``), serving until the process is ended."""
     from twisted.web.http import HTTPChannel
     from twisted.web.resource import Resource
     from twisted.web.server import NOT_DONE_YET
@@ -70,13 +73,12 @@ def serve(port_a: int, port_b: int) -> None:
         write = HTTPChannel.write
         writeSequence = HTTPChannel.writeSequence
 
-    reactor: Any = global_reactor
     before = LockgateSite(Answer(), logPath=os.devnull)
     before.protocol = TwistedWrites
     after = LockgateSite(Answer(), logPath=os.devnull)
     reactor.listenTCP(port_a, before, interface="127.0.0.1", backlog=512)
     reactor.listenTCP(port_b, after, interface="127.0.0.1", backlog=512)
-    reactor.run()
+    return Deferred()
 
 
 def main() -> None:
@@ -86,7 +88,7 @@ def main() -> None:
     parser.add_argument("--serve", nargs=2, type=int, metavar=("PORT_A", "PORT_B"))
     args = parser.parse_args()
     if args.serve:
-        serve(*args.serve)
+        react(serve, args.serve)
         return
     ports = {"A twisted.web writes": free_port(), "B one send": free_port()}
     command = ["taskset", "-c", "0", sys.executable, __file__, "--serve",
