@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import treq
@@ -39,6 +40,32 @@ class LinkTestCase(AppTestCase):
         assert response.status == 200, response
         body = response.json()
         return login, body["token"], body["device"]
+
+    async def device_tokens(self, count: int) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+        """(login token, [(device token, device view)] of ``count`` devices) of a fresh user."""
+        login, token, device = await self.user_with_device()
+        made = [(token, device)]
+        for number in range(count - 1):
+            response = await self.call("POST", f"{DEVICES}/token", {"name": f"box {number}"},
+                                       token=login)
+            body = response.json()
+            made.append((body["token"], body["device"]))
+        return login, made
+
+    def transactions_named(self, counts: Callable[[Any], bool]) -> list[str]:
+        """Names of the functions run in a transaction from now on that ``counts`` accepts."""
+        names: list[str] = []
+        db = self.app.db
+        transaction = db.transaction
+
+        def recorded(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            if counts(fn):
+                names.append(getattr(fn, "__qualname__", repr(fn)))
+            return transaction(fn, *args, **kwargs)
+
+        db.transaction = recorded  # type: ignore[method-assign]
+        self.addCleanup(setattr, db, "transaction", transaction)
+        return names
 
     def links_of(self, app: Any = None) -> AgentLinks:
         links = (app or self.app).ctx.links

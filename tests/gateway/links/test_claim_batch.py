@@ -24,28 +24,11 @@ HELLO = {"type": "hello", "protocol": 1, "hostname": "box", "os": "linux", "arch
 class ClaimBatchTests(LinkTestCase):
     def claims(self) -> list[str]:
         """Names of the claims run in a transaction from now on."""
-        names: list[str] = []
-        db = self.app.db
-        transaction = db.transaction
-
-        def recorded(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            name = getattr(fn, "__qualname__", repr(fn))
-            if name in ("claim", "claim_group", "claim_next"):
-                names.append(name)
-            return transaction(fn, *args, **kwargs)
-
-        db.transaction = recorded  # type: ignore[method-assign]
-        self.addCleanup(setattr, db, "transaction", transaction)
-        return names
+        return self.transactions_named(lambda fn: getattr(fn, "__qualname__", "") in (
+            "claim", "claim_group", "claim_next"))
 
     async def devices(self, count: int) -> tuple[int, list[tuple[str, dict[str, Any]]]]:
-        login, token, device = await self.user_with_device()
-        made = [(token, device)]
-        for number in range(count - 1):
-            response = await self.call("POST", f"{DEVICES}/token", {"name": f"box {number}"},
-                                       token=login)
-            body = response.json()
-            made.append((body["token"], body["device"]))
+        login, made = await self.device_tokens(count)
         return await self.user_id(login), made
 
     async def test_hellos_at_once_claim_together_and_each_gets_its_own_task(self) -> None:

@@ -22,36 +22,16 @@ HELLO = {"type": "hello", "protocol": 1, "hostname": "box", "os": "linux", "arch
 class HelloBatchTests(LinkTestCase):
     def registrations(self) -> list[str]:
         """Names of the hello registrations run in a transaction from now on."""
-        names: list[str] = []
-        db = self.app.db
-        transaction = db.transaction
-
-        def recorded(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            name = getattr(fn, "__qualname__", repr(fn))
-            if getattr(fn, "__module__", "").startswith("gateway.links.") and "register" in name:
-                names.append(name)
-            return transaction(fn, *args, **kwargs)
-
-        db.transaction = recorded  # type: ignore[method-assign]
-        self.addCleanup(setattr, db, "transaction", transaction)
-        return names
-
-    async def devices(self, count: int) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
-        login, token, device = await self.user_with_device()
-        made = [(token, device)]
-        for number in range(count - 1):
-            response = await self.call("POST", f"{DEVICES}/token", {"name": f"box {number}"},
-                                       token=login)
-            body = response.json()
-            made.append((body["token"], body["device"]))
-        return login, made
+        return self.transactions_named(
+            lambda fn: getattr(fn, "__module__", "").startswith("gateway.links.")
+            and "register" in getattr(fn, "__qualname__", ""))
 
     async def hello_timers(self) -> int:
         return sum(1 for call in self.clock.getDelayedCalls()
                    if call.active() and getattr(call.func, "__name__", "") == "_hello_overdue")
 
     async def test_hellos_at_once_share_a_transaction_and_all_come_online_once(self) -> None:
-        login, made = await self.devices(LINKS)
+        login, made = await self.device_tokens(LINKS)
         clients: list[LinkClient] = []
         for token, _ in made:
             client = await connect(self.base, token)

@@ -11,7 +11,7 @@ from twisted.internet.defer import ensureDeferred, gatherResults
 
 from gateway.links.token_lookups import TokenLookups
 from gateway.store import devices as device_store
-from tests.gateway.links.link_case import DEVICES, LinkTestCase
+from tests.gateway.links.link_case import LinkTestCase
 from tests.support.link_client import connect
 
 LINKS = 8
@@ -20,29 +20,11 @@ LINKS = 8
 class TokenLookupTests(LinkTestCase):
     def lookups(self) -> list[str]:
         """Names of the token lookups run in a transaction from now on."""
-        names: list[str] = []
-        db = self.app.db
-        transaction = db.transaction
-
-        def recorded(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            name = getattr(fn, "__qualname__", repr(fn))
-            if name in ("find_group", "find_by_token_hash"):
-                names.append(name)
-            return transaction(fn, *args, **kwargs)
-
-        db.transaction = recorded  # type: ignore[method-assign]
-        self.addCleanup(setattr, db, "transaction", transaction)
-        return names
+        return self.transactions_named(lambda fn: getattr(fn, "__qualname__", "") in (
+            "find_group", "find_by_token_hash"))
 
     async def tokens(self, count: int) -> list[tuple[str, dict[str, Any]]]:
-        login, token, device = await self.user_with_device()
-        made = [(token, device)]
-        for number in range(count - 1):
-            response = await self.call("POST", f"{DEVICES}/token", {"name": f"box {number}"},
-                                       token=login)
-            body = response.json()
-            made.append((body["token"], body["device"]))
-        return made
+        return (await self.device_tokens(count))[1]
 
     async def test_upgrades_at_once_share_a_lookup_and_each_is_judged(self) -> None:
         made = await self.tokens(LINKS + 1)
