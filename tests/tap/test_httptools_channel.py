@@ -4,7 +4,7 @@ Real loopback sockets through a real ``LockgateSite`` (and, where every split of
 into two reads must be tried deterministically, the same site's channel on an in-memory
 transport): pipelined requests answered in order, bodies split at every byte, chunked bodies
 with extensions and trailers, ``Expect: 100-continue``, HTTP/1.0, keep-alive reuse, the
-refusals (400, 413, 414, 431), a client that hangs up mid-body or mid-answer, a WebSocket
+refusals (400, 413, 414, 431; the same after a hand-over to twisted.web's parser), a client that hangs up mid-body or mid-answer, a WebSocket
 upgrade (autobahn taking the transport over, with a frame sent in the same packet as the
 head) and HEAD.
 """
@@ -302,6 +302,27 @@ class HttptoolsChannelSocketTests(TestCase):
         assert declared[0][0] == 413 and b"body_too_large" in declared[0][2]
         assert b"Connection: close" in declared[0][1]
         assert [seen[1] for seen in self.resource.seen] == [b"/a"]  # only the one at the cap
+
+    async def test_twisted_webs_parser_refuses_as_llhttps_path_does(self) -> None:
+        # a folded header line hands the connection to twisted.web's parser
+        # (tap.parser_handover): the requests after it meet the same limits and answers
+        folded = b"GET /b HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n"
+        cases = (
+            (_get(b"/a?q=" + b"x" * 17000), 414, b"Request target is too long"),
+            (_get(b"/a", b"X-Big: " + b"y" * 16400), 431, b"Request headers are too large"),
+            (_get(b"/a", *[b"X-F%d: y" % n for n in range(101)]), 431,
+             b"Too many request headers"),
+            (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+             b"Content-Length: 999999999999\r\n\r\n", 413, b"body_too_large"),
+        )
+        for bad, status, said in cases:
+            answers = await self.send(folded + bad, until=2)
+            assert [answer[0] for answer in answers] == [200, status], (status, answers)
+            assert said in answers[1][2] and b"Connection: close" in answers[1][1], answers
+        hundred = await self.send(folded + _get(b"/a", *[b"X-F%d: y" % n for n in range(99)]),
+                                  until=2)
+        assert [answer[0] for answer in hundred] == [200, 200]  # Host plus 99: the cap
+        assert [seen[1] for seen in self.resource.seen] == [b"/b"] * 5 + [b"/a"]
 
     async def test_a_head_sent_byte_by_byte_past_the_limit_is_refused(self) -> None:
         def run() -> bytes:
