@@ -48,7 +48,7 @@ _SLOTS = (*_TWISTED_SLOTS, *_STATE, "_events")
 _DEFAULTS = {**slot_defaults.class_defaults(HTTPChannel, _SLOTS), **_STATE}
 
 
-class LockgateChannel(LlhttpAdapter, HeadHolding):
+class LockgateChannel(HeadHolding, LlhttpAdapter):
     """twisted.web's HTTP/1.1 channel with an llhttp request parser and bounded requests."""
 
     __slots__ = _SLOTS

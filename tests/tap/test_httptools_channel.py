@@ -4,9 +4,9 @@ Real loopback sockets through a real ``LockgateSite`` (and, where every split of
 into two reads must be tried deterministically, the same site's channel on an in-memory
 transport): pipelined requests answered in order, bodies split at every byte, chunked bodies
 with extensions and trailers, ``Expect: 100-continue``, HTTP/1.0, keep-alive reuse, the
-refusals (400, 413, 414, 431; the same after a hand-over to twisted.web's parser), a client that hangs up mid-body or mid-answer, a WebSocket
-upgrade (autobahn taking the transport over, with a frame sent in the same packet as the
-head) and HEAD.
+refusals (400, 413, 414, 431; the same after a hand-over to twisted.web's parser), a client
+that hangs up mid-body or mid-answer, a WebSocket upgrade (autobahn taking the transport
+over, with a frame sent in the same packet as the head) and HEAD.
 """
 
 from __future__ import annotations
