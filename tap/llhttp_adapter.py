@@ -82,8 +82,15 @@ class LlhttpAdapter(ParserHandover):
         until it is done, and the client paused past ``_optimisticEagerReadSize`` (as
         twisted.web does)."""
         self._dataBuffer.append(data)
-        if (self._handlingRequest and not self._waitingForTransport
-                and sum(map(len, self._dataBuffer)) > self._optimisticEagerReadSize):
+        if self._handlingRequest:
+            self._pause_past_eager_read(0)
+
+    def _pause_past_eager_read(self, parsed: int) -> None:
+        """Pause the client once what waits behind the request being answered (``parsed``
+        bytes kept as queued steps, and the bytes held unparsed) passes
+        ``_optimisticEagerReadSize``, as twisted.web does."""
+        if not self._waitingForTransport and (
+                parsed + sum(map(len, self._dataBuffer)) > self._optimisticEagerReadSize):
             self._networkProducer.pauseProducing()
 
     def _feed(self, data: bytes) -> None:
@@ -130,9 +137,8 @@ class LlhttpAdapter(ParserHandover):
         if self._handlingRequest:
             if not self._in_message:
                 self._parser = None  # between requests: an answer in progress keeps no parser
-            if self._events and not self._waitingForTransport and (
-                    len(data) + sum(map(len, self._dataBuffer)) > self._optimisticEagerReadSize):
-                self._networkProducer.pauseProducing()
+            if self._events:
+                self._pause_past_eager_read(len(data))
         elif self._dataBuffer and not self._events and not self._refused and not self._legacy:
             held = b"".join(self._dataBuffer)
             self._dataBuffer = []

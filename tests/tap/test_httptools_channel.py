@@ -2,7 +2,8 @@
 
 Real loopback sockets through a real ``LockgateSite`` (and, where every split of a request
 into two reads must be tried deterministically, the same site's channel on an in-memory
-transport): pipelined requests answered in order, bodies split at every byte, chunked bodies
+transport): pipelined requests answered in order (and the client paused past
+twisted.web's eager-read size while it waits), bodies split at every byte, chunked bodies
 with extensions and trailers, ``Expect: 100-continue``, HTTP/1.0, keep-alive reuse, the
 refusals (400, 413, 414, 431; the same after a hand-over to twisted.web's parser), a client
 that hangs up mid-body or mid-answer, a WebSocket upgrade (autobahn taking the transport
@@ -469,3 +470,49 @@ class HttptoolsChannelSplitTests(TestCase):
         one_by_one = self.answer_of([request[n:n + 1] for n in range(len(request))])
         assert [body for _, _, body in _answers(one_by_one)] == [
             b"POST /a helloworld", b"POST /a x=1"]
+
+
+class PipelinedBackpressureTests(TestCase):
+    """A client pipelining requests behind one still being answered is paused once more than
+    ``_optimisticEagerReadSize`` bytes wait (as twisted.web pauses it), whether llhttp parsed
+    them already (queued steps) or they arrived later (held unparsed); it is resumed when the
+    answer is done, and what it sent is then served in order."""
+
+    def setUp(self) -> None:
+        self.resource = _Recorder()
+        root = Resource()
+        root.putChild(b"a", self.resource)
+        root.putChild(b"hold", self.resource)
+        self.site = LockgateSite(root)
+
+    def connect(self) -> tuple[Any, StringTransport]:
+        channel = self.site.buildProtocol(None)
+        transport = StringTransport()
+        channel.makeConnection(transport)
+        self.addCleanup(channel.connectionLost, None)
+        return channel, transport
+
+    def answers_after_the_held_one(self, channel: Any, transport: StringTransport,
+                                   paused: bool) -> list[tuple[int, bytes, bytes]]:
+        assert transport.producerState == ("paused" if paused else "producing")
+        channel.requests[0].finish()
+        assert transport.producerState == "producing"
+        return _answers(transport.value())
+
+    def test_bytes_parsed_ahead_past_the_limit_pause_the_client(self) -> None:
+        # one read: llhttp parses the pipelined requests into queued steps
+        for body, paused in ((b"x" * 100, False), (b"x" * 20000, True)):
+            channel, transport = self.connect()
+            channel.dataReceived(_get(b"/hold") + _post(b"/a", b"small") + _post(b"/a", body))
+            answers = self.answers_after_the_held_one(channel, transport, paused)
+            assert [answer[2] for answer in answers[1:]] == [b"POST /a small", b"POST /a " + body]
+
+    def test_bytes_held_unparsed_past_the_limit_pause_the_client(self) -> None:
+        # later reads: kept unparsed in _dataBuffer until the answer is done
+        for bodies, paused in (((b"y" * 10000,), False), ((b"y" * 10000, b"z" * 10000), True)):
+            channel, transport = self.connect()
+            channel.dataReceived(_get(b"/hold"))
+            for body in bodies:
+                channel.dataReceived(_post(b"/a", body))
+            answers = self.answers_after_the_held_one(channel, transport, paused)
+            assert [answer[2] for answer in answers[1:]] == [b"POST /a " + b for b in bodies]
