@@ -1,4 +1,4 @@
-"""A response's head as twisted.web writes it, for ``LockgateChannel`` to send with its body.
+"""The channel's write path: an answer's head goes out with its first body bytes, in one send.
 
 Why: twisted.web's ``Request.write`` hands the channel the head (``writeSequence``) and then the
 body (``write``); Twisted's transport buffers both and asks the reactor to watch the socket for
