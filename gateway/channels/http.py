@@ -1,8 +1,8 @@
-"""The upstream HTTP client: a lean HTTP/1.1 connection pool (``lean_http``), nothing between.
+"""The upstream HTTP client: a lean HTTP/1.1 connection pool (``lean_pool``), nothing between.
 
 Why each piece exists (DESIGN.md "The /v1 path" and its Gotchas):
 
-- Requests go through ``gateway.channels.lean_http``, not ``twisted.web.client.Agent``: the
+- Requests go through ``gateway.channels.lean_pool``, not ``twisted.web.client.Agent``: the
   DESIGN allows talking "lower" than Agent, and Agent's Python response parser, ``Headers``
   objects, ``Response`` layers and the pool's Deferred chains were the largest block of a
   relayed request's CPU.  Responses are parsed by httptools (llhttp, C); the request is one
@@ -62,7 +62,7 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import UNKNOWN_LENGTH, IResponse
 
-from gateway.channels.lean_http import IDEMPOTENT, LeanPool
+from gateway.channels.lean_pool import IDEMPOTENT, LeanPool
 from gateway.channels.net_policy import UrlPolicy
 from gateway.channels.safe_connect import (
     OPEN_POLICY,

@@ -1,5 +1,6 @@
-"""The lean upstream HTTP/1.1 client (``gateway.channels.lean_http`` under ``UpstreamClient``)
-against raw loopback servers written here: framing, pooling, retries, backpressure, TLS."""
+"""The lean upstream HTTP/1.1 client (``gateway.channels.lean_pool`` and its modules, under
+``UpstreamClient``) against raw loopback servers written here: framing, pooling, retries,
+backpressure, TLS."""
 
 from __future__ import annotations
 
