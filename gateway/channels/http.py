@@ -430,9 +430,16 @@ class UpstreamResponse:
         """Close the upstream connection now; the sink (if any) gets ``reason``
         (``UpstreamAborted`` unless given)."""
         if self._body is None:
-            self.deliver(_Discard(), idle_timeout=3600)
+            body = self._body = _BodyProtocol(self, _DISCARD, self._clock, 3600)
+            self._response.deliverBody(body)
             self._aborted_early = True
-        assert self._body is not None
+            if body.finished:
+                # the answer came whole (the lean client pooled its connection already): the
+                # connection is closed all the same unless it carries another request
+                stop = getattr(self._response, "stopProducing", None)
+                if stop is not None:
+                    stop()
+                return
         self._body.stop(Failure(reason or UpstreamAborted("upstream body aborted")))
 
     @property

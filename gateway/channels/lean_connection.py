@@ -153,13 +153,12 @@ class LeanConnection(Protocol):
         response = self._response
         if exchange is None or response is None:
             return
-        if not self._answered:
-            self._answered = True
-            exchange.answer(response)  # the caller may deliver, abort or pause right here
         if self._complete:
+            # the answer is whole: the connection is free (pooled) before its caller hears
+            # of it, and an answer that came in one read is handed over with its body ended,
+            # so the caller reads it at once instead of waiting for a second callback
             self._exchange = None
             self._response = None
-            self._answered = False
             self._complete = False
             exchange.conn = None
             if self._keep_alive and not self.dead:
@@ -167,6 +166,18 @@ class LeanConnection(Protocol):
             else:
                 self.retire()
             response.end(None)
+            if self._answered:
+                self._answered = False
+            else:
+                exchange.answer(response)
+        elif not self._answered:
+            self._answered = True
+            exchange.answer(response)  # the caller may deliver, abort or pause right here
+
+    @property
+    def idle(self) -> bool:
+        """Open and carrying no request (waiting in the pool)."""
+        return self._exchange is None and not self.dead
 
     def _broken(self, reason: Failure) -> None:
         exchange, response = self._exchange, self._response

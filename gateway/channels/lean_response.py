@@ -65,9 +65,12 @@ class LeanResponse:
             transport.resumeProducing()
 
     def stopProducing(self) -> None:
-        """Close the connection now (the body is not wanted, or not any more)."""
-        if not self._ended:
-            self._conn.abort()
+        """Close the connection now (the body is not wanted, or not any more).  An answer
+        that ended whole has its connection back in the pool already: that one is closed too
+        unless it already carries another request."""
+        conn = self._conn
+        if not self._ended or conn.idle:
+            conn.abort()
 
     # fed by the connection
 

@@ -353,6 +353,41 @@ class LeanClientTests(TestCase):
             await untrusting.request("GET", url, None, None, first_byte_timeout=5)
         assert len(server.requests) == 3
 
+    async def test_an_answer_read_whole_is_handed_over_ended_on_a_pooled_connection(self
+                                                                                  ) -> None:
+        """Head and body in one read: when the caller hears of the answer, the connection is
+        already back in the pool (a request sent right there reuses it) and ``read_all`` has
+        its bytes at once -- no second callback round (issue 22)."""
+        server, client, url = self.serve(reply(ok()))
+        seen: list[Any] = []
+
+        def answered(response: UpstreamResponse) -> Deferred[Any]:
+            reading = response.read_all(1 << 20)
+            seen.append(reading.called)
+            reading.addCallback(seen.append)
+            # sent from inside the answer's callback: the pooled connection takes it
+            return client.request("GET", url + "/second", None, None, first_byte_timeout=5)
+
+        second = await client.request("GET", url + "/first", None, None,
+                                      first_byte_timeout=5).addCallback(answered)
+        assert seen == [True, b"hello"]
+        assert await second.read_all(1 << 20) == b"hello"
+        assert [p for _, p, _ in server.requests] == [b"/first", b"/second"]
+        assert len(server.connections) == 1
+
+    async def test_aborting_an_answer_read_whole_still_closes_its_connection(self) -> None:
+        """An answer that came whole is pooled before its caller sees it; aborting it (the
+        client left, the body is too large) still closes that connection, unused."""
+        server, client, url = self.serve(reply(ok()))
+        response = await client.request("GET", url + "/a", None, None, first_byte_timeout=5)
+        response.abort()
+        await wait_for(lambda: server.open_connections == 0)
+        sink = Collected()
+        response.deliver(sink, idle_timeout=5)
+        assert sink.finished and sink.reason is not None and sink.reason.check(UpstreamAborted)
+        _response, body = await self.get(client, url + "/b")
+        assert body == b"hello" and len(server.connections) == 2
+
 
 class CancelTests(TestCase):
     async def test_cancel_while_waiting_for_headers_closes_the_socket(self) -> None:
