@@ -17,6 +17,7 @@ from twisted.trial.unittest import TestCase
 from twisted.web.client import BrowserLikePolicyForHTTPS
 
 from gateway.channels.http import (
+    BodyTooLarge,
     UpstreamAborted,
     UpstreamBodyFailed,
     UpstreamClient,
@@ -387,6 +388,29 @@ class LeanClientTests(TestCase):
         assert sink.finished and sink.reason is not None and sink.reason.check(UpstreamAborted)
         _response, body = await self.get(client, url + "/b")
         assert body == b"hello" and len(server.connections) == 2
+
+    async def test_collect_gives_a_whole_answer_at_once_and_waits_for_one_still_coming(
+            self) -> None:
+        """``collect``: the bytes themselves (no Deferred) for an answer read whole with its
+        head; a Deferred for a body still arriving; a known failure raised at once."""
+        def handle(proto: RawServerProtocol, method: bytes, path: bytes, body: bytes) -> None:
+            if path == b"/later":
+                proto.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhe")
+                reactor.callLater(0.05, proto.transport.write, b"llo")
+            else:
+                proto.transport.write(ok())
+
+        server, client, url = self.serve(handle)
+        whole = await client.request("GET", url + "/now", None, None, first_byte_timeout=5)
+        assert whole.collect(1 << 20) == b"hello"
+        later = await client.request("GET", url + "/later", None, None, first_byte_timeout=5)
+        waiting = later.collect(1 << 20)
+        assert isinstance(waiting, Deferred)
+        assert await waiting == b"hello"
+        too_large = await client.request("GET", url + "/big", None, None, first_byte_timeout=5)
+        with self.assertRaises(BodyTooLarge):
+            too_large.collect(3)
+        assert len(server.requests) == 3
 
 
 class CancelTests(TestCase):
