@@ -13,9 +13,10 @@ Twisted's request attributes live in slots (``tap.slot_defaults``): an open stre
 request for its whole life, and the ~1.5 KiB ``__dict__`` they would fill is a tenth of what a
 stream costs.
 
-A /v1 call learns of its client's hang-up through ``on_connection_lost``: what
-``notifyFinish().addErrback(hook)`` does, in the same order, without a Deferred made (and fired
-at the end) for every request.
+A /v1 call learns of its client's hang-up through ``on_connection_lost``, the drain counter of
+a request's end through ``when_done``: what ``notifyFinish().addErrback(hook)`` and
+``.addBoth(hook)`` do, in the same order, without a Deferred made (and fired at the end) for
+every request.
 
 The first ``write`` of an answer has ``LockgateChannel`` hold the head twisted.web makes, so the
 head and that write's body bytes leave in one ``send()`` (``tap.response_write``).
@@ -49,27 +50,33 @@ _DEFAULTS = {**slot_defaults.class_defaults(Request, _SLOTS),
              "lockgate_model": "", "body_limit": None, "_body_received": 0}
 
 
-class _LostHook:
-    """Stands in ``Request.notifications`` for one ``on_connection_lost`` hook: twisted.web
-    errbacks that list on a lost connection and calls it back once the request is done with,
-    and asks nothing else of its entries."""
+class _Hook:
+    """Stands in ``Request.notifications`` for one hook: twisted.web errbacks that list on a
+    lost connection and calls it back once the request is done with, and asks nothing else of
+    its entries.  ``both``: the hook also hears the good end (``None``)."""
 
-    __slots__ = ("_hook",)
+    __slots__ = ("_both", "_hook")
 
-    def __init__(self, hook: Callable[[Failure], object]) -> None:
-        self._hook: Callable[[Failure], object] | None = hook
+    def __init__(self, hook: Callable[[Failure | None], object], both: bool) -> None:
+        self._hook: Callable[[Failure | None], object] | None = hook
+        self._both = both
 
     def callback(self, _result: object) -> None:
-        self._hook = None  # answered: the hook (and what it holds) is let go
+        hook, self._hook = self._hook, None  # the hook (and what it holds) is let go
+        if hook is not None and self._both:
+            self._run(hook, None)
 
     def errback(self, reason: Failure) -> None:
         hook, self._hook = self._hook, None
-        if hook is None:
-            return
+        if hook is not None:
+            self._run(hook, reason)
+
+    @staticmethod
+    def _run(hook: Callable[[Failure | None], object], reason: Failure | None) -> None:
         try:
             hook(reason)
-        except Exception:  # as a Deferred's errback would: logged, the next ones still run
-            _log.failure("a connection-lost hook failed")
+        except Exception:  # as a Deferred's callback would: logged, the next ones still run
+            _log.failure("a request-done hook failed")
 
 
 class LockgateRequest(Request):
@@ -116,7 +123,12 @@ class LockgateRequest(Request):
         """Call ``hook(reason)`` if the connection is lost before this request is done with:
         exactly when, and in the same order as, an errback on ``notifyFinish()`` would run
         (it waits in the same list), without a Deferred."""
-        self.notifications.append(_LostHook(hook))  # type: ignore[arg-type]
+        self.notifications.append(_Hook(hook, False))  # type: ignore[arg-type]
+
+    def when_done(self, hook: Callable[[Failure | None], object]) -> None:
+        """Call ``hook`` once this request is done with: ``None`` when it was answered, the
+        reason when its connection was lost first -- as ``notifyFinish().addBoth(hook)``."""
+        self.notifications.append(_Hook(hook, True))  # type: ignore[arg-type]
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
         if path.startswith(b"/v1/") or path.startswith(b"/v1beta/"):

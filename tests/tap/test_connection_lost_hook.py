@@ -1,9 +1,11 @@
-"""``LockgateRequest.on_connection_lost``: a /v1 call's hang-up hook without a Deferred (issue 22).
+"""``LockgateRequest.on_connection_lost`` and ``when_done``: hooks without a Deferred (issue 22).
 
-It stands in for ``notifyFinish().addErrback(hook)``, so it must run exactly when that errback
-would: once, with the reason, when the client goes away before the answer is done; never for
-an answer that finished; and the hook (a bound method of the call, which holds the request) is
-let go when the request is done with, so no reference cycle outlives it.  Real loopback
+They stand in for ``notifyFinish().addErrback(hook)`` (a /v1 call's hang-up) and
+``.addBoth(hook)`` (the drain's in-flight count), so they must run exactly when those would:
+once, with the reason, when the client goes away before the answer is done; ``when_done``
+with ``None`` once it is answered, the other never; in the order they were registered among
+``notifyFinish`` Deferreds; and the hook (a bound method of the call, which holds the request)
+is let go when the request is done with, so no reference cycle outlives it.  Real loopback
 connections through a real ``LockgateSite``.
 """
 
@@ -37,6 +39,7 @@ class _Hooked(Resource):
         self.requests: list[Any] = []
         self.channels: list[Any] = []
         self.lost: list[tuple[str, Any, Failure]] = []
+        self.done: list[tuple[Any, Failure | None]] = []
         self.arrived: Deferred[None] = Deferred()
 
     def render_POST(self, request: Any) -> Any:
@@ -46,6 +49,7 @@ class _Hooked(Resource):
             request.on_connection_lost(
                 lambda reason, name=name, request=request: self.lost.append(
                     (name, request, reason)))
+        request.when_done(lambda reason, request=request: self.done.append((request, reason)))
         if request.path == b"/held":
             request.write(b"")
             self.arrived.callback(None)
@@ -84,13 +88,16 @@ class ConnectionLostHookTests(TestCase):
         request = self.resource.requests[0]
         assert isinstance(request, LockgateRequest)
         # the hooks wait in twisted.web's own list, in order, and no Deferred was made
-        assert len(request.notifications) == 2
+        assert len(request.notifications) == 3
         assert not any(isinstance(n, Deferred) for n in request.notifications)
         sock.close()
         await wait_for(lambda: len(self.resource.lost) == 2)
         assert [(name, req) for name, req, _ in self.resource.lost] == [
             ("first", request), ("second", request)]
         assert all(isinstance(reason, Failure) for _, _, reason in self.resource.lost)
+        # when_done hears the same loss, once
+        assert len(self.resource.done) == 1 and self.resource.done[0][0] is request
+        assert isinstance(self.resource.done[0][1], Failure)
 
     async def test_hooks_run_in_order_with_notify_finish_errbacks(self) -> None:
         """A hook registered between two ``notifyFinish()`` errbacks runs between them (a
@@ -121,6 +128,8 @@ class ConnectionLostHookTests(TestCase):
                        and all(r.finished for r in self.resource.requests))
         for request in self.resource.requests:
             assert request.notifications == []  # let go: no cycle through the hooks
+        # when_done heard each good end, once, with None
+        assert self.resource.done == [(r, None) for r in self.resource.requests]
         sock.close()
         await wait_for(lambda: all(c.transport.disconnected for c in self.resource.channels))
         assert self.resource.lost == []
