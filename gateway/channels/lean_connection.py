@@ -5,7 +5,10 @@ does it in one ``feed_data`` call per read, calling back into this protocol per 
 callbacks only record; the response, and the end of its body, are handed over only *after*
 ``feed_data`` returns (body bytes of the same read are buffered until then), so the caller's
 callbacks, which may abort or send the next request, never run inside the C parser.  Later body
-bytes of a stream go to the body protocol as they are parsed.
+bytes of a stream go to the body protocol as they are parsed.  An answer that arrived whole in
+one read (the usual JSON answer) frees the connection (back to the pool) *before* its caller
+hears of it, and is handed over with its body already ended: the caller reads it at once, and a
+request it sends right there reuses this connection.
 
 The request leaves in one write, straight to the socket when nothing waits in the transport's
 buffer (``gateway.links.socket_write``: no write watch, no extra reactor pass).  What makes a
