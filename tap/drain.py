@@ -132,5 +132,9 @@ class CountingSite(LockgateSite):
             if path not in _STILL_SERVED:
                 return DrainingRefusal()
         self.in_flight.started()
-        request.notifyFinish().addBoth(self.in_flight.finished)
+        when_done = getattr(request, "when_done", None)
+        if when_done is not None:  # LockgateRequest: no Deferred per request
+            when_done(self.in_flight.finished)
+        else:
+            request.notifyFinish().addBoth(self.in_flight.finished)
         return super().getResourceFor(request)

@@ -13,17 +13,27 @@ Twisted's request attributes live in slots (``tap.slot_defaults``): an open stre
 request for its whole life, and the ~1.5 KiB ``__dict__`` they would fill is a tenth of what a
 stream costs.
 
+A /v1 call learns of its client's hang-up through ``on_connection_lost``, the drain counter of
+a request's end through ``when_done``: what ``notifyFinish().addErrback(hook)`` and
+``.addBoth(hook)`` do, in the same order, without a Deferred made (and fired at the end) for
+every request.
+
 The first ``write`` of an answer has ``LockgateChannel`` hold the head twisted.web makes, so the
 head and that write's body bytes leave in one ``send()`` (``tap.response_write``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.server import Request
 
 from tap import slot_defaults
+
+_log = Logger()
 
 #: every attribute twisted.web's Request (and Componentized) sets on an instance, and ours
 _SLOTS = (
@@ -38,6 +48,35 @@ _SLOTS = (
 )
 _DEFAULTS = {**slot_defaults.class_defaults(Request, _SLOTS),
              "lockgate_model": "", "body_limit": None, "_body_received": 0}
+
+
+class _Hook:
+    """Stands in ``Request.notifications`` for one hook: twisted.web errbacks that list on a
+    lost connection and calls it back once the request is done with, and asks nothing else of
+    its entries.  ``both``: the hook also hears the good end (``None``)."""
+
+    __slots__ = ("_both", "_hook")
+
+    def __init__(self, hook: Callable[[Failure | None], object], both: bool) -> None:
+        self._hook: Callable[[Failure | None], object] | None = hook
+        self._both = both
+
+    def callback(self, _result: object) -> None:
+        hook, self._hook = self._hook, None  # the hook (and what it holds) is let go
+        if hook is not None and self._both:
+            self._run(hook, None)
+
+    def errback(self, reason: Failure) -> None:
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            self._run(hook, reason)
+
+    @staticmethod
+    def _run(hook: Callable[[Failure | None], object], reason: Failure | None) -> None:
+        try:
+            hook(reason)
+        except Exception:  # as a Deferred's callback would: logged, the next ones still run
+            _log.failure("a request-done hook failed")
 
 
 class LockgateRequest(Request):
@@ -79,6 +118,17 @@ class LockgateRequest(Request):
             super().write(data)
         finally:
             channel.release_head()
+
+    def on_connection_lost(self, hook: Callable[[Failure], object]) -> None:
+        """Call ``hook(reason)`` if the connection is lost before this request is done with:
+        exactly when, and in the same order as, an errback on ``notifyFinish()`` would run
+        (it waits in the same list), without a Deferred."""
+        self.notifications.append(_Hook(hook, False))  # type: ignore[arg-type]
+
+    def when_done(self, hook: Callable[[Failure | None], object]) -> None:
+        """Call ``hook`` once this request is done with: ``None`` when it was answered, the
+        reason when its connection was lost first -- as ``notifyFinish().addBoth(hook)``."""
+        self.notifications.append(_Hook(hook, True))  # type: ignore[arg-type]
 
     def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
         if path.startswith(b"/v1/") or path.startswith(b"/v1beta/"):

@@ -45,13 +45,25 @@ def type_key(value: str) -> str:
     return "".join(value.split()).lower().replace("_", "-")
 
 
+#: value -> canonical type: every /v1 attempt asks for its channel's type, and a gateway has
+#: a handful of channel types (the bound only guards against a misconfiguration)
+_NORMALISED: dict[str, str] = {}
+
+
 def normalise_channel_type(value: str) -> str:
     """The canonical type for ``value``; ``plugin:<id>`` is kept (lower-cased) for the caller
     to accept or refuse; unknown and empty values become ``compat``."""
+    known = _NORMALISED.get(value)
+    if known is not None:
+        return known
     key = type_key(value)
     if key.startswith(PLUGIN_PREFIX) and len(key) > len(PLUGIN_PREFIX):
-        return key
-    return _ALIASES.get(key, COMPAT)
+        canonical = key
+    else:
+        canonical = _ALIASES.get(key, COMPAT)
+    if len(_NORMALISED) < 1024:
+        _NORMALISED[value] = canonical
+    return canonical
 
 
 PRIORITY = "priority"

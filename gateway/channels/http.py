@@ -1,8 +1,8 @@
-"""The upstream HTTP client: a lean HTTP/1.1 connection pool (``lean_http``), nothing between.
+"""The upstream HTTP client: a lean HTTP/1.1 connection pool (``lean_pool``), nothing between.
 
 Why each piece exists (DESIGN.md "The /v1 path" and its Gotchas):
 
-- Requests go through ``gateway.channels.lean_http``, not ``twisted.web.client.Agent``: the
+- Requests go through ``gateway.channels.lean_pool``, not ``twisted.web.client.Agent``: the
   DESIGN allows talking "lower" than Agent, and Agent's Python response parser, ``Headers``
   objects, ``Response`` layers and the pool's Deferred chains were the largest block of a
   relayed request's CPU.  Responses are parsed by httptools (llhttp, C); the request is one
@@ -48,6 +48,7 @@ from twisted.internet.defer import (
     Deferred,
     DeferredSemaphore,
     fail,
+    succeed,
 )
 from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
 from twisted.internet.protocol import Protocol as TwistedProtocol
@@ -62,7 +63,7 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import UNKNOWN_LENGTH, IResponse
 
-from gateway.channels.lean_http import IDEMPOTENT, LeanPool
+from gateway.channels.lean_pool import IDEMPOTENT, LeanPool
 from gateway.channels.net_policy import UrlPolicy
 from gateway.channels.safe_connect import (
     OPEN_POLICY,
@@ -411,12 +412,22 @@ class UpstreamResponse:
 
     def read_all(self, limit: int, *, idle_timeout: float = 300) -> Deferred[bytes]:
         """The whole body as bytes; fails with ``BodyTooLarge`` past ``limit`` bytes."""
+        try:
+            collected = self.collect(limit, idle_timeout=idle_timeout)
+        except Exception:
+            return fail()
+        return succeed(collected) if isinstance(collected, bytes) else collected
+
+    def collect(self, limit: int, *, idle_timeout: float = 300) -> bytes | Deferred[bytes]:
+        """``read_all`` without a Deferred when the body is already here: the bytes at once
+        (a JSON answer the lean client read whole with its head), else the Deferred of
+        ``read_all``.  A body known to fail raises its ``UpstreamError`` at once."""
         collector = _Collector(self, limit)
         if self.length is not None and self.length > limit:
             self.abort()
-            return fail(BodyTooLarge(f"upstream body of {self.length} bytes over {limit}"))
+            raise BodyTooLarge(f"upstream body of {self.length} bytes over {limit}")
         self.deliver(collector, idle_timeout=idle_timeout)
-        return collector.done
+        return collector.result()
 
     def pause(self) -> None:
         if self._body is not None and self._body.pause():
@@ -430,9 +441,16 @@ class UpstreamResponse:
         """Close the upstream connection now; the sink (if any) gets ``reason``
         (``UpstreamAborted`` unless given)."""
         if self._body is None:
-            self.deliver(_Discard(), idle_timeout=3600)
+            body = self._body = _BodyProtocol(self, _DISCARD, self._clock, 3600)
+            self._response.deliverBody(body)
             self._aborted_early = True
-        assert self._body is not None
+            if body.finished:
+                # the answer came whole (the lean client pooled its connection already): the
+                # connection is closed all the same unless it carries another request
+                stop = getattr(self._response, "stopProducing", None)
+                if stop is not None:
+                    stop()
+                return
         self._body.stop(Failure(reason or UpstreamAborted("upstream body aborted")))
 
     @property
@@ -537,22 +555,38 @@ class _BodyProtocol(TwistedProtocol):
 
 
 class _Collector:
-    """The sink behind ``read_all``."""
+    """The sink behind ``collect`` and ``read_all``: the body's parts, then its one end (the
+    whole body, or the first failure); a Deferred only when someone has to wait for it."""
 
-    __slots__ = ("_limit", "_owner", "_parts", "_size", "done")
+    __slots__ = ("_ended", "_limit", "_owner", "_parts", "_size", "_waiting", "body", "error")
 
     def __init__(self, owner: UpstreamResponse, limit: int) -> None:
         self._owner: UpstreamResponse | None = owner
         self._limit = limit
         self._parts: list[bytes] = []
         self._size = 0
-        self.done: Deferred[bytes] = Deferred()
+        self._ended = False
+        self._waiting: Deferred[bytes] | None = None
+        #: the whole body, once it ended cleanly
+        self.body: bytes | None = None
+        #: why it did not, once it failed
+        self.error: Failure | None = None
+
+    def result(self) -> bytes | Deferred[bytes]:
+        """The body if it is complete, its failure raised if it failed, else a Deferred."""
+        if self.error is not None:
+            self.error.raiseException()
+        if self.body is not None:
+            return self.body
+        waiting = self._waiting = Deferred()
+        return waiting
 
     def data_received(self, data: bytes) -> None:
+        if self._ended:
+            return
         self._size += len(data)
         if self._size > self._limit:
-            self._parts = []
-            self.done.errback(BodyTooLarge(f"upstream body over {self._limit} bytes"))
+            self._end(None, Failure(BodyTooLarge(f"upstream body over {self._limit} bytes")))
             if self._owner is not None:
                 self._owner.abort()
             return
@@ -560,12 +594,25 @@ class _Collector:
 
     def body_finished(self, reason: Failure | None) -> None:
         self._owner = None  # the body is over: nothing to abort any more
-        if self.done.called:
+        if reason is not None:
+            self._end(None, reason)
             return
-        if reason is None:
-            self.done.callback(b"".join(self._parts))
-        else:
-            self.done.errback(reason)
+        parts = self._parts
+        self._end(parts[0] if len(parts) == 1 else b"".join(parts), None)
+
+    def _end(self, body: bytes | None, error: Failure | None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._parts = []
+        self.body, self.error = body, error
+        waiting, self._waiting = self._waiting, None
+        if waiting is None:
+            return
+        if error is not None:
+            waiting.errback(error)
+        elif body is not None:
+            waiting.callback(body)
 
 
 class _Discard:

@@ -1,7 +1,7 @@
 """Write on a plain TCP transport at once when nothing is waiting to be written.
 
 Used for a link's frames, for the gateway's HTTP answers (``tap.http_channel``) and for the
-requests the lean upstream client sends (``gateway.channels.lean_http``).
+requests the lean upstream client sends (``gateway.channels.lean_connection``).
 
 Why: Twisted's ``write`` appends the bytes to the transport's buffer and asks the reactor to
 watch the socket for room; the next pass of the reactor loop sends them and stops watching:

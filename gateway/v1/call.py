@@ -112,7 +112,11 @@ class GatewayCall(ABC):
         #: usage known before the upstream answers (a task's priced usage): a refusal's row
         #: shows it, at no cost
         self.planned_usage: Usage | None = None
-        request.notifyFinish().addErrback(self._disconnected)
+        on_lost = getattr(request, "on_connection_lost", None)
+        if on_lost is not None:  # LockgateRequest: no Deferred per call (tap.http_request)
+            on_lost(self._disconnected)
+        else:
+            request.notifyFinish().addErrback(self._disconnected)
         request.setHeader(b"x-request-id", self.log.request_id.encode())
 
     def _disconnected(self, _reason: Failure) -> None:
@@ -138,13 +142,30 @@ class GatewayCall(ABC):
             self._response.abort(CutByShutdown("the server is shutting down"))
 
     async def run(self) -> None:
+        """``_serve``'s outcome, a refusal raised on the way turned into one; an error that
+        nobody answered yet is answered here, once; then the attempt's metrics and the one
+        settlement, whatever happened (one coroutine around ``_serve``)."""
         self.ctx.calls.opened(self)
         REQUEST_ID.set(self.log.request_id)  # this call's context only (log_context)
         outcome: Outcome | None = None
         try:
-            outcome = await self._outcome()
+            try:
+                outcome = await self._serve()
+            except ClientLeftError:
+                outcome = ClientLeft()
+            except GatewayError as error:
+                outcome = Refused(error, logged=self.planned_usage)
+            except Exception:
+                if self.cut_by_shutdown:
+                    outcome = Refused(errors.shutting_down())
+                else:
+                    log.failure("unhandled error in a /v1 call")
+                    outcome = internal_error()
+            unanswered = refusal_of(outcome)
+            if unanswered is not None:
+                self._answer_error(unanswered)
         finally:
-            # built only when _outcome did not return: ~5 µs a call, and an open stream's
+            # built only when no outcome was reached: ~5 µs a call, and an open stream's
             # frame would keep it (issue 22)
             if outcome is None:
                 outcome = internal_error()
@@ -153,26 +174,6 @@ class GatewayCall(ABC):
             if self._span is not None:
                 Tracing.end_request(self._span, self.request.code)
             self._settle(outcome)
-
-    async def _outcome(self) -> Outcome:
-        """``_serve``'s outcome, a refusal raised on the way turned into one; an error that
-        nobody answered yet is answered here, once."""
-        try:
-            outcome = await self._serve()
-        except ClientLeftError:
-            outcome = ClientLeft()
-        except GatewayError as error:
-            outcome = Refused(error, logged=self.planned_usage)
-        except Exception:
-            if self.cut_by_shutdown:
-                outcome = Refused(errors.shutting_down())
-            else:
-                log.failure("unhandled error in a /v1 call")
-                outcome = internal_error()
-        unanswered = refusal_of(outcome)
-        if unanswered is not None:
-            self._answer_error(unanswered)
-        return outcome
 
     # --- the path -------------------------------------------------------------------------
 

@@ -29,8 +29,9 @@ Handler = Callable[[GatewayContext, Any], Coroutine[Any, Any, None]]
 
 
 def _text(family: str, endpoint: str) -> Handler:
-    async def handle(ctx: GatewayContext, request: Any) -> None:
-        await TextCall(ctx, request, family, endpoint).run()
+    def handle(ctx: GatewayContext, request: Any) -> Coroutine[Any, Any, None]:
+        # the call's own coroutine, not one more around it
+        return TextCall(ctx, request, family, endpoint).run()
 
     return handle
 
@@ -38,8 +39,8 @@ def _text(family: str, endpoint: str) -> Handler:
 def _media(name: str) -> Handler:
     route = media_route.ROUTES[name]
 
-    async def handle(ctx: GatewayContext, request: Any) -> None:
-        await MediaCall(ctx, request, route).run()
+    def handle(ctx: GatewayContext, request: Any) -> Coroutine[Any, Any, None]:
+        return MediaCall(ctx, request, route).run()
 
     return handle
 

@@ -122,6 +122,9 @@ class TextCall(GatewayCall):
 
     async def _attempt(self, client_request: ClientRequest, priced: Priced,
                        deadline: routing.Deadline) -> Outcome:
+        """One upstream request and its relay (one attempt), counted when it ends.  One
+        coroutine from the request to the answer: a call's common path (one attempt, a JSON
+        answer read whole) resumes this frame once, for the upstream's answer."""
         channel = priced.candidate.channel
         channel_type = normalise_channel_type(channel.type)
         try:
@@ -132,36 +135,31 @@ class TextCall(GatewayCall):
             return Refused(GatewayError(exc.status, exc.message, type=exc.type),
                            retryable=True)
         url = join(channel.base_url, translator.upstream_path().decode())
+        ctx = self.ctx
         try:
-            outcome = await self._exchange(client_request, translator, url, channel_type,
-                                           priced, deadline)
+            try:
+                response = await self._open_upstream(
+                    channel, url, json_headers(channel_type, channel.api_key,
+                                               self._forwarded_headers(channel_type)),
+                    translator.upstream_body(), deadline.timeout(ctx.timeouts.first_byte))
+            except ClientLeftError:
+                outcome: Outcome = ClientLeft()
+            except GatewayError as failed:
+                outcome = UpstreamFailed(failed)
+            else:
+                if response.code >= 400:
+                    outcome = await self._refusal(channel, response)
+                else:
+                    ctx.health.record_success(channel.id)
+                    if client_request.stream:
+                        outcome = await self._relay_stream(translator, response)
+                    else:
+                        outcome = await self._relay_body(translator, response)
         except BaseException:
             self._attempt_ended(failed=True)
             raise
         self._attempt_ended(failed=attempt_failed(outcome))
         return outcome
-
-    async def _exchange(self, client_request: ClientRequest, translator: Translator, url: str,
-                        channel_type: str, priced: Priced,
-                        deadline: routing.Deadline) -> Outcome:
-        """One upstream request and its relay (one attempt)."""
-        ctx = self.ctx
-        channel = priced.candidate.channel
-        try:
-            response = await self._open_upstream(
-                channel, url, json_headers(channel_type, channel.api_key,
-                                           self._forwarded_headers(channel_type)),
-                translator.upstream_body(), deadline.timeout(ctx.timeouts.first_byte))
-        except ClientLeftError:
-            return ClientLeft()
-        except GatewayError as failed:
-            return UpstreamFailed(failed)
-        if response.code >= 400:
-            return await self._refusal(channel, response)
-        ctx.health.record_success(channel.id)
-        if client_request.stream:
-            return await self._relay_stream(translator, response)
-        return await self._relay_body(translator, response)
 
     def _translator(self, channel_type: str, client_request: ClientRequest,
                     upstream_model: str) -> Translator:
@@ -175,8 +173,10 @@ class TextCall(GatewayCall):
     async def _relay_body(self, translator: Translator,
                           response: UpstreamResponse) -> Outcome:
         try:
-            body = await response.read_all(MAX_UPSTREAM_BODY,
-                                           idle_timeout=self.ctx.timeouts.stream_idle)
+            collected = response.collect(MAX_UPSTREAM_BODY,
+                                         idle_timeout=self.ctx.timeouts.stream_idle)
+            # a JSON answer read whole with its head is here already: no Deferred to await
+            body = collected if isinstance(collected, bytes) else await collected
             client_body = translator.response(response.code, body)
         except (UpstreamError, BodyTooLarge, UpstreamFormatError):
             # retryable while the client waits; final when it left (the loop stops)
@@ -187,9 +187,9 @@ class TextCall(GatewayCall):
         self.log.first_byte_at = self.ctx.clock.seconds()
         if not self.client_gone:  # gone: the upstream produced it all the same, so it bills
             headers = [(b"content-type", b"application/json")]
-            write_json_bytes(self.request, response.code, client_body,
-                             headers + [(k.encode(), v.encode())
-                                        for k, v in self.extra_headers.items()])
+            if self.extra_headers:
+                headers += [(k.encode(), v.encode()) for k, v in self.extra_headers.items()]
+            write_json_bytes(self.request, response.code, client_body, headers)
         return Served(usage, response.code)
 
     async def _relay_stream(self, translator: Translator,

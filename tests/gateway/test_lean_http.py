@@ -1,5 +1,6 @@
-"""The lean upstream HTTP/1.1 client (``gateway.channels.lean_http`` under ``UpstreamClient``)
-against raw loopback servers written here: framing, pooling, retries, backpressure, TLS."""
+"""The lean upstream HTTP/1.1 client (``gateway.channels.lean_pool`` and its modules, under
+``UpstreamClient``) against raw loopback servers written here: framing, pooling, retries,
+backpressure, TLS."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from twisted.trial.unittest import TestCase
 from twisted.web.client import BrowserLikePolicyForHTTPS
 
 from gateway.channels.http import (
+    BodyTooLarge,
     UpstreamAborted,
     UpstreamBodyFailed,
     UpstreamClient,
@@ -350,6 +352,64 @@ class LeanClientTests(TestCase):
         self.addCleanup(untrusting.close)
         with self.assertRaises(UpstreamUnavailable):
             await untrusting.request("GET", url, None, None, first_byte_timeout=5)
+        assert len(server.requests) == 3
+
+    async def test_an_answer_read_whole_is_handed_over_ended_on_a_pooled_connection(self
+                                                                                  ) -> None:
+        """Head and body in one read: when the caller hears of the answer, the connection is
+        already back in the pool (a request sent right there reuses it) and ``read_all`` has
+        its bytes at once -- no second callback round (issue 22)."""
+        server, client, url = self.serve(reply(ok()))
+        seen: list[Any] = []
+
+        def answered(response: UpstreamResponse) -> Deferred[Any]:
+            reading = response.read_all(1 << 20)
+            seen.append(reading.called)
+            reading.addCallback(seen.append)
+            # sent from inside the answer's callback: the pooled connection takes it
+            return client.request("GET", url + "/second", None, None, first_byte_timeout=5)
+
+        second = await client.request("GET", url + "/first", None, None,
+                                      first_byte_timeout=5).addCallback(answered)
+        assert seen == [True, b"hello"]
+        assert await second.read_all(1 << 20) == b"hello"
+        assert [p for _, p, _ in server.requests] == [b"/first", b"/second"]
+        assert len(server.connections) == 1
+
+    async def test_aborting_an_answer_read_whole_still_closes_its_connection(self) -> None:
+        """An answer that came whole is pooled before its caller sees it; aborting it (the
+        client left, the body is too large) still closes that connection, unused."""
+        server, client, url = self.serve(reply(ok()))
+        response = await client.request("GET", url + "/a", None, None, first_byte_timeout=5)
+        response.abort()
+        await wait_for(lambda: server.open_connections == 0)
+        sink = Collected()
+        response.deliver(sink, idle_timeout=5)
+        assert sink.finished and sink.reason is not None and sink.reason.check(UpstreamAborted)
+        _response, body = await self.get(client, url + "/b")
+        assert body == b"hello" and len(server.connections) == 2
+
+    async def test_collect_gives_a_whole_answer_at_once_and_waits_for_one_still_coming(
+            self) -> None:
+        """``collect``: the bytes themselves (no Deferred) for an answer read whole with its
+        head; a Deferred for a body still arriving; a known failure raised at once."""
+        def handle(proto: RawServerProtocol, method: bytes, path: bytes, body: bytes) -> None:
+            if path == b"/later":
+                proto.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhe")
+                reactor.callLater(0.05, proto.transport.write, b"llo")
+            else:
+                proto.transport.write(ok())
+
+        server, client, url = self.serve(handle)
+        whole = await client.request("GET", url + "/now", None, None, first_byte_timeout=5)
+        assert whole.collect(1 << 20) == b"hello"
+        later = await client.request("GET", url + "/later", None, None, first_byte_timeout=5)
+        waiting = later.collect(1 << 20)
+        assert isinstance(waiting, Deferred)
+        assert await waiting == b"hello"
+        too_large = await client.request("GET", url + "/big", None, None, first_byte_timeout=5)
+        with self.assertRaises(BodyTooLarge):
+            too_large.collect(3)
         assert len(server.requests) == 3
 
 
