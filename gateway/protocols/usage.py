@@ -31,6 +31,12 @@ _WRITE_5M = ("cache_creation_input_tokens", "cache_write_input_tokens",
              "cache_creation_5m_input_tokens", "cache_write_5m_input_tokens")
 _WRITE_1H = ("cache_creation_1h_input_tokens", "cache_write_1h_input_tokens")
 _GOOGLE_PROTOCOLS = frozenset({"modelaction", "google"})
+#: every top-level key ``_openai_style`` reads besides the input and output counts (and
+#: ``total_tokens``, read only with cache fields): none present = the plain shape
+_RARE_KEYS = frozenset((*_INPUT_DETAILS, *_OUTPUT_DETAILS, *_EXPLICIT_READ, *_DETAIL_READ,
+                        *_WRITE_5M, *_WRITE_1H, "cache_creation", "image_input_tokens",
+                        "audio_input_tokens", "image_output_tokens", "audio_output_tokens",
+                        "reasoning_output_tokens"))
 
 
 def _int(value: Any) -> int | None:
@@ -106,6 +112,9 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
     if found_in is None or output is None:
         return None
     input_key, input_tokens = found_in
+    if _RARE_KEYS.isdisjoint(usage):
+        # the plain shape (e.g. prompt/completion/total): every rule below reads zero
+        return Usage(input=input_tokens, output=output).clamped()
     # only the detail objects present (an absent one reads as empty in every rule below)
     in_details = [d for d in (usage.get(k) for k in _INPUT_DETAILS) if _is_mapping(d)]
     out_details = [d for d in (usage.get(k) for k in _OUTPUT_DETAILS) if _is_mapping(d)]
