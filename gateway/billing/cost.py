@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from gateway.billing.money import NANO, from_nanos, to_nanos
+from gateway.billing.per_request_cache import request_cached
 from gateway.billing.tiers import Tier, load_tiers
 from gateway.billing.usage import Usage
 
@@ -131,20 +132,21 @@ class Cost:
     formula: str
     quota_type: int = QUOTA_TOKENS
 
-    # cached: settlement reads these for every request on the hot path
-    @cached_property
+    # cached: settlement reads these for every request on the hot path (no lock: a Cost
+    # lives for one request, so every read is a first read)
+    @request_cached
     def cost_nanos(self) -> int:
         return to_nanos(self.cost)
 
-    @cached_property
+    @request_cached
     def base_cost_nanos(self) -> int:
         return to_nanos(self.base_cost)
 
-    @cached_property
+    @request_cached
     def group_multiplier_nanos(self) -> int:
         return _multiplier_nanos(self.group_multiplier)
 
-    @cached_property
+    @request_cached
     def user_channel_multiplier_nanos(self) -> int:
         return _multiplier_nanos(self.user_channel_multiplier)
 
