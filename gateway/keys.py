@@ -33,6 +33,9 @@ def looks_like_key(token: str) -> bool:
 #: presented keys whose digest ``KeyHasher.presented`` remembers (a client sends the same key
 #: on every request: one HMAC per request was ~2.5 % of the gateway's CPU)
 PRESENTED_CACHE_SIZE = 4096
+#: longer presented keys are hashed but not remembered (ours are 46 characters), so a flood of
+#: huge made-up keys cannot make the map large
+PRESENTED_KEY_MAX_LENGTH = 128
 
 
 class KeyHasher:
@@ -57,10 +60,13 @@ class KeyHasher:
 
     def presented(self, key: str) -> str:
         """``hash(key)`` for a key a client presented, remembered for its next requests.
-        Bounded: the oldest entry goes first, so a flood of made-up keys only churns it."""
+        Bounded in count (the oldest entry goes first, so a flood of made-up keys only churns
+        it) and in key length."""
         digest = self._presented.get(key)
         if digest is None:
             digest = self.hash(key)
+            if len(key) > PRESENTED_KEY_MAX_LENGTH:
+                return digest  # not one of ours: not worth the memory
             presented = self._presented
             if len(presented) >= self._presented_max:
                 del presented[next(iter(presented))]

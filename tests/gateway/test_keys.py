@@ -145,3 +145,12 @@ def test_a_presented_keys_digest_is_its_hmac_and_is_remembered_within_a_bound():
     # a digest is served from the map, not recomputed
     remembered[keys[-1]] = "remembered"
     assert hasher.presented(keys[-1]) == "remembered"
+
+
+def test_an_overlong_presented_key_is_hashed_but_not_remembered():
+    hasher = KeyHasher(TEST_SECRETS.api_key_hmac_key)
+    huge = "sk-" + "x" * 10_000
+    assert hasher.presented(huge) == hasher.hash(huge)
+    assert huge not in hasher._presented
+    real = generate_key()
+    assert hasher.presented(real) == hasher.hash(real) and real in hasher._presented
