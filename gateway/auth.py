@@ -37,7 +37,7 @@ async def authenticate(ctx: GatewayContext, request: Any) -> Caller:
     token, _source = found
     ip = ctx.addresses.of(request)
     if credentials.is_api_key(token):
-        key = await ctx.keys.lookup(ctx.key_hasher.hash(token))
+        key = await ctx.keys.lookup(ctx.key_hasher.presented(token))
         if key is None or not key.enabled:
             raise errors.invalid_api_key()
         user = await ctx.users.get(key.user_id)

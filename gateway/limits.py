@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 
 from gateway import errors
 from gateway.settings.store import Settings
+from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
 
 WINDOW_SECONDS = 60
 PREFIX = "lockgate:rl"
+#: window keys each limiter keeps formatted (cleared when full: they are only strings)
+KEYS_KEPT = 10_000
 
 
 @dataclass(frozen=True)
@@ -65,9 +68,37 @@ def global_identity(api_key_id: int | None, user_id: int | None, client_ip: str)
 
 
 class GatewayLimiter:
+    """Both limiters over one ``SharedState``.
+
+    Without Redis the state is this process's ``MemoryState``: its windows are then asked
+    directly (``hit_now``/``take_now``), the same counts and verdicts without a Deferred per
+    request; the keys of each identity and user channel are kept (bounded) rather than
+    formatted per call.
+    """
+
     def __init__(self, state: SharedState, settings: Settings) -> None:
         self._state = state
         self._settings = settings
+        self._memory = state if isinstance(state, MemoryState) else None
+        self._global_keys: dict[str, str] = {}
+        self._channel_keys: dict[tuple[int, int], str] = {}
+
+    def _global_key(self, identity: str) -> str:
+        key = self._global_keys.get(identity)
+        if key is None:
+            if len(self._global_keys) >= KEYS_KEPT:
+                self._global_keys.clear()
+            key = self._global_keys[identity] = f"{PREFIX}:g:{identity}"
+        return key
+
+    def _channel_key(self, user_channel_id: int, user_id: int) -> str:
+        pair = (user_channel_id, user_id)
+        key = self._channel_keys.get(pair)
+        if key is None:
+            if len(self._channel_keys) >= KEYS_KEPT:
+                self._channel_keys.clear()
+            key = self._channel_keys[pair] = f"{PREFIX}:uc:{user_channel_id}:{user_id}"
+        return key
 
     def global_capacity(self) -> int:
         """Requests per window for the global limiter, 0 when it is off."""
@@ -83,7 +114,10 @@ class GatewayLimiter:
         capacity = self.global_capacity()
         if capacity <= 0:
             return ADMIT
-        verdict = await self._state.hit(f"{PREFIX}:g:{identity}", capacity, WINDOW_SECONDS)
+        key = self._global_key(identity)
+        memory = self._memory
+        verdict = (memory.hit_now(key, capacity, WINDOW_SECONDS) if memory is not None
+                   else await self._state.hit(key, capacity, WINDOW_SECONDS))
         if verdict.allowed:
             return ADMIT
         error = errors.rate_limited(verdict.retry_after)
@@ -94,8 +128,10 @@ class GatewayLimiter:
         capacity = limit.capacity
         if capacity <= 0:
             return ADMIT
-        key = f"{PREFIX}:uc:{limit.user_channel_id}:{user_id}"
-        verdict = await self._state.take_all([(key, capacity)], WINDOW_SECONDS)
+        key = self._channel_key(limit.user_channel_id, user_id)
+        memory = self._memory
+        verdict = (memory.take_now(key, capacity, WINDOW_SECONDS) if memory is not None
+                   else await self._state.take_all([(key, capacity)], WINDOW_SECONDS))
         headers = {
             "X-RateLimit-Limit": str(capacity),
             "X-RateLimit-Remaining": str(max(0, verdict.remaining) if verdict.allowed else 0),

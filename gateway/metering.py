@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import cached_property
 
 from gateway.billing.cost import DIMENSIONS, PriceSet, billing_tiers, compute_cost
 from gateway.billing.estimate_reserve import reserve_amount_nanos
 from gateway.billing.pricing import EffectivePrices
+from gateway.billing.reserve_linear import LinearForm, linear_form, linear_nanos
 from gateway.billing.usage import Usage
 from gateway.catalog.snapshot import Candidate, CatalogSnapshot
 from gateway.ledger.settlement import SettlementRecord
@@ -26,6 +28,13 @@ class Priced:
     candidate: Candidate
     effective: EffectivePrices
     prices: PriceSet
+
+    @cached_property
+    def reserve_form(self) -> LinearForm | None:
+        """The reservation's integer form (``reserve_linear``), once per priced candidate:
+        priced candidates are cached per catalog snapshot, so admission skips ``Decimal``."""
+        return linear_form(self.prices, self.effective.group_multiplier,
+                           self.effective.user_channel_multiplier)
 
 
 #: priced candidates per catalog snapshot: a snapshot is immutable and replaced wholesale on
@@ -64,13 +73,23 @@ def _price(candidate: Candidate, snapshot: CatalogSnapshot, group_ids: Sequence[
 
 def reserve_for(priced: Sequence[Priced], input_tokens: int, max_output: int | None,
                 default_output: int) -> int:
-    """The largest worst-case cost over every candidate the request may be sent to."""
-    return max(
-        reserve_amount_nanos(
-            p.prices, input_tokens, max_output, default_output_reserve=default_output,
-            group_multiplier=p.effective.group_multiplier,
-            user_channel_multiplier=p.effective.user_channel_multiplier)
-        for p in priced)
+    """The largest worst-case cost over every candidate the request may be sent to
+    (``reserve_amount_nanos`` of each; flat prices through their exact integer form)."""
+    output = max_output if max_output and max_output > 0 else default_output
+    best: int | None = None
+    for p in priced:
+        form = p.reserve_form
+        amount = linear_nanos(form, input_tokens, output) if form is not None else None
+        if amount is None:
+            amount = reserve_amount_nanos(
+                p.prices, input_tokens, max_output, default_output_reserve=default_output,
+                group_multiplier=p.effective.group_multiplier,
+                user_channel_multiplier=p.effective.user_channel_multiplier)
+        if best is None or amount > best:
+            best = amount
+    if best is None:
+        raise ValueError("reserve_for needs at least one priced candidate")
+    return best
 
 
 def fallback_usage(input_tokens: int, output_tokens: int) -> Usage:

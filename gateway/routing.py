@@ -60,9 +60,22 @@ class UserChannelInfo:
     routing_algorithm: str
 
 
+#: stored algorithm names already normalised (a handful of distinct spellings)
+_ALGORITHMS: dict[str | None, str] = {}
+#: the ordered failover groups of recently planned candidate tuples (see ``_ordered``)
+_ORDERED: dict[int, tuple[tuple[Candidate, ...], tuple[int, ...],
+                          list[Candidate], list[list[Candidate]]]] = {}
+_ORDERED_KEPT = 4096
+
+
 def normalise_algorithm(name: str | None) -> str:
     """``priority``, ``round_robin`` or ``weighted_round_robin`` (unknown -> priority)."""
-    return normalise_routing_algorithm(name or "")
+    found = _ALGORITHMS.get(name)
+    if found is None:
+        found = normalise_routing_algorithm(name or "")
+        if len(_ALGORITHMS) < 64:
+            _ALGORITHMS[name] = found
+    return found
 
 
 def order(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -129,14 +142,20 @@ async def plan(
     channel.  The first attempt is the primary target (the one the per-user-channel rate
     limit checks); text routes try them all, other routes only the first group's.
     """
-    pool = list(dict.fromkeys(candidates))
+    ordered: list[list[Candidate]] | None = None
+    if type(candidates) is tuple:
+        pool, ordered = _ordered(candidates, allowed_user_channels)
+    else:
+        pool = list(dict.fromkeys(candidates))
     if available is not None:
         healthy = [c for c in pool if available(c.channel_id)]
-        if healthy:
-            pool = healthy
+        if healthy and len(healthy) != len(pool):
+            pool, ordered = healthy, None
+    if ordered is None:
+        ordered = groups(pool, allowed_user_channels)
     attempts: list[Candidate] = []
     seen: set[int] = set()
-    for group in groups(pool, allowed_user_channels):
+    for group in ordered:
         user_channel_id = group[0].user_channel_id
         info = user_channels.get(user_channel_id)
         algorithm = normalise_algorithm(info.routing_algorithm if info else None)
@@ -146,6 +165,24 @@ async def plan(
                 seen.add(candidate.config_id)
                 attempts.append(candidate)
     return attempts
+
+
+def _ordered(candidates: tuple[Candidate, ...], allowed_user_channels: Sequence[int]
+             ) -> tuple[list[Candidate], list[list[Candidate]]]:
+    """The de-duplicated pool and its failover groups with every candidate healthy, kept
+    per candidate tuple: the /v1 path plans the same tuple (cached per catalog snapshot) on
+    every request, and a tuple cannot change.  Keyed by identity (the entry holds the tuple,
+    so the id is not reused while it is kept); a reloaded snapshot brings new tuples."""
+    allowed = tuple(allowed_user_channels)
+    entry = _ORDERED.get(id(candidates))
+    if entry is not None and entry[0] is candidates and entry[1] == allowed:
+        return entry[2], entry[3]
+    pool = list(dict.fromkeys(candidates))
+    ordered = groups(pool, allowed)
+    if len(_ORDERED) >= _ORDERED_KEPT:
+        _ORDERED.clear()
+    _ORDERED[id(candidates)] = (candidates, allowed, pool, ordered)
+    return pool, ordered
 
 
 def first_group(attempts: Sequence[Candidate]) -> list[Candidate]:

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from gateway.billing.money import NANO, from_nanos, to_nanos
+from gateway.billing.per_request_cache import request_cached
 from gateway.billing.tiers import Tier, load_tiers
 from gateway.billing.usage import Usage
 
@@ -131,22 +132,38 @@ class Cost:
     formula: str
     quota_type: int = QUOTA_TOKENS
 
-    # cached: settlement reads these for every request on the hot path
-    @cached_property
+    # cached: settlement reads these for every request on the hot path (no lock: a Cost
+    # lives for one request, so every read is a first read)
+    @request_cached
     def cost_nanos(self) -> int:
         return to_nanos(self.cost)
 
-    @cached_property
+    @request_cached
     def base_cost_nanos(self) -> int:
         return to_nanos(self.base_cost)
 
-    @cached_property
+    @request_cached
     def group_multiplier_nanos(self) -> int:
-        return to_nanos(self.group_multiplier)
+        return _multiplier_nanos(self.group_multiplier)
 
-    @cached_property
+    @request_cached
     def user_channel_multiplier_nanos(self) -> int:
-        return to_nanos(self.user_channel_multiplier)
+        return _multiplier_nanos(self.user_channel_multiplier)
+
+
+#: ``to_nanos`` of the few multipliers in use (by value: equal Decimals give equal nanos)
+_MULTIPLIER_NANOS: dict[Decimal, int] = {}
+
+
+def _multiplier_nanos(value: Decimal) -> int:
+    if not value.is_finite():  # (a signalling NaN cannot even be hashed): as to_nanos does
+        return to_nanos(value)
+    found = _MULTIPLIER_NANOS.get(value)
+    if found is None:
+        found = to_nanos(value)
+        if len(_MULTIPLIER_NANOS) < 1024:
+            _MULTIPLIER_NANOS[value] = found
+    return found
 
 
 def _num(value: Decimal) -> str:
@@ -194,10 +211,11 @@ def _dimension_cost(count: int, base: Decimal, tiers: tuple[Tier, ...],
 
 def _counts(u: Usage, prices: PriceSet) -> dict[str, int]:
     """The priced count per dimension of an already clamped usage."""
-    image_in = u.image_in if prices.dedicated("image_input") else 0
-    audio_in = u.audio_in if prices.dedicated("audio_input") else 0
-    image_out = u.image_out if prices.dedicated("image_output") else 0
-    audio_out = u.audio_out if prices.dedicated("audio_output") else 0
+    dedicated = prices._dedicated  # one cached-property read, not four
+    image_in = u.image_in if "image_input" in dedicated else 0
+    audio_in = u.audio_in if "audio_input" in dedicated else 0
+    image_out = u.image_out if "image_output" in dedicated else 0
+    audio_out = u.audio_out if "audio_output" in dedicated else 0
     cache = u.cache_read + u.cache_write_5m + u.cache_write_1h
     return {
         "input": max(0, u.input - cache - image_in - audio_in),
@@ -216,6 +234,8 @@ def base_cost(usage: Usage, prices: PriceSet, *,
               explain: bool = True) -> tuple[Decimal, dict[str, int], str]:
     """The exact pre-multiplier cost, the priced counts and the formula's first half (empty
     when not ``explain``)."""
+    if not prices.tiers and prices.quota_type != QUOTA_PER_CALL:
+        return _flat_base_cost(usage, prices, explain)
     with localcontext(EXACT):
         if prices.quota_type == QUOTA_PER_CALL:
             out = usage.clamped().output
@@ -253,13 +273,33 @@ def base_cost(usage: Usage, prices: PriceSet, *,
         return base, counts, formula
 
 
+def _flat_base_cost(usage: Usage, prices: PriceSet,
+                    explain: bool) -> tuple[Decimal, dict[str, int], str]:
+    """``base_cost`` of a token-priced set without tiers (what most requests settle with):
+    the same sums in ``EXACT``'s own methods -- no context switch, no tier metrics."""
+    ctx = EXACT
+    counts = _counts(usage.clamped(), prices)
+    total = Decimal(0)
+    parts: list[str] = []
+    texts = prices.price_texts if explain else None
+    for dim, count in counts.items():
+        if not count:
+            continue
+        total = ctx.add(total, ctx.multiply(count, prices.price(dim)))
+        if texts is not None:
+            parts.append(f"{dim} {count} * {texts[dim]}")
+    base = ctx.divide(total, PER)
+    formula = f"({' + '.join(parts)}) / 1M" if parts else "0" if explain else ""
+    return base, counts, formula
+
+
 def with_multipliers(base: Decimal, group_multiplier: Decimal,
                      user_channel_multiplier: Decimal, *, counts: Mapping[str, int] | None = None,
                      formula: str = "", quota_type: int = QUOTA_TOKENS) -> Cost:
     """Apply the multipliers to an exact base cost and round once (also used by video billing)."""
-    with localcontext(EXACT):
-        exact = base * group_multiplier * user_channel_multiplier
-        cost = exact.quantize(NANO, rounding=ROUND_HALF_EVEN)
+    # the exact context's own methods: ``base * group * channel`` under it, without a switch
+    exact = EXACT.multiply(EXACT.multiply(base, group_multiplier), user_channel_multiplier)
+    cost = exact.quantize(NANO, rounding=ROUND_HALF_EVEN, context=EXACT)
     base_text = _num(base)
     text = (f"{formula or base_text} = {base_text}; * group {_multiplier(group_multiplier)}"
             f" * channel {_multiplier(user_channel_multiplier)} = {_num(cost)}")

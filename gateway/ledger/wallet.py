@@ -82,6 +82,15 @@ class _Account:
         self.waiters: list[Deferred[None]] = []
 
 
+def _account(accounts: dict[int, _Account], account_id: int) -> _Account:
+    """``accounts[account_id]``, created on first use (``setdefault`` would build an
+    ``_Account`` on every request only to drop it)."""
+    account = accounts.get(account_id)
+    if account is None:
+        account = accounts[account_id] = _Account()
+    return account
+
+
 @dataclass
 class SettlingToken:
     """Links a queued settlement to the accounts it debits (see ``Wallets.settling``)."""
@@ -151,8 +160,8 @@ class Wallets:
         if request_id in self._held:
             return fail(ValueError(f"request {request_id!r} already holds a reservation"))
         key_id = None if jwt else key_id
-        user = self._users.setdefault(user_id, _Account())
-        key = self._keys.setdefault(key_id, _Account()) if key_id is not None else None
+        user = _account(self._users, user_id)
+        key = _account(self._keys, key_id) if key_id is not None else None
         if user.limit is not None and (key is None or key.limit is not None):
             try:
                 return succeed(self._admit(request_id, user_id, key_id, amount_nanos))
@@ -261,9 +270,9 @@ class Wallets:
         if reservation is not None:
             self.release(reservation)
         cost = max(0, cost_nanos)
-        user = self._users.setdefault(user_id, _Account())
+        user = _account(self._users, user_id)
         user.pending += cost
-        key = self._keys.setdefault(key_id, _Account()) if key_id is not None else None
+        key = _account(self._keys, key_id) if key_id is not None else None
         if key is not None:
             key.pending += cost
         return SettlingToken(user_id, key_id, cost, user.epoch, key.epoch if key else 0)

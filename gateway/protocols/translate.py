@@ -128,6 +128,10 @@ class _GoogleUpstream(ConvertingTranslator):
         return google.upstream_path(self.upstream_model, self.request.stream)
 
 
+#: stored channel types already normalised (a channel's type is read on every request)
+_CHANNEL_TYPES: dict[str, str] = {}
+
+
 def make_translator(client_family: str, channel_protocol: str, request: ClientRequest,
                     upstream_model: str) -> Translator:
     """The translator for ``request`` sent to a channel of type ``channel_protocol``.
@@ -135,7 +139,11 @@ def make_translator(client_family: str, channel_protocol: str, request: ClientRe
     Raises ``ProtocolError`` (400) when the pair is not served or the request cannot be
     expressed in the channel's format.
     """
-    channel = normalise_channel_type(channel_protocol)
+    channel = _CHANNEL_TYPES.get(channel_protocol)
+    if channel is None:
+        channel = normalise_channel_type(channel_protocol)
+        if len(_CHANNEL_TYPES) < 256:
+            _CHANNEL_TYPES[channel_protocol] = channel
     passthrough = _PASSTHROUGH.get((client_family, channel))
     if passthrough is not None:
         return passthrough(request, upstream_model)

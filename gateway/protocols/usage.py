@@ -17,7 +17,7 @@ None when the payload holds no usable counts ("usage missing": the caller estima
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from gateway.billing.usage import Usage
 
@@ -31,6 +31,12 @@ _WRITE_5M = ("cache_creation_input_tokens", "cache_write_input_tokens",
              "cache_creation_5m_input_tokens", "cache_write_5m_input_tokens")
 _WRITE_1H = ("cache_creation_1h_input_tokens", "cache_write_1h_input_tokens")
 _GOOGLE_PROTOCOLS = frozenset({"modelaction", "google"})
+#: every top-level key ``_openai_style`` reads besides the input and output counts (and
+#: ``total_tokens``, read only with cache fields): none present = the plain shape
+_RARE_KEYS = frozenset((*_INPUT_DETAILS, *_OUTPUT_DETAILS, *_EXPLICIT_READ, *_DETAIL_READ,
+                        *_WRITE_5M, *_WRITE_1H, "cache_creation", "image_input_tokens",
+                        "audio_input_tokens", "image_output_tokens", "audio_output_tokens",
+                        "reasoning_output_tokens"))
 
 
 def _int(value: Any) -> int | None:
@@ -61,21 +67,27 @@ def _value(obj: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
     return None if found is None else found[1]
 
 
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, a parsed JSON object (a dict) answered without the ABC
+    check (several per answer on the request path)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _unwrap(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The usage object inside a body or stream event, or the payload itself."""
     for key in ("usage", "usageMetadata"):
         inner = payload.get(key)
-        if isinstance(inner, Mapping):
+        if type(inner) is dict or isinstance(inner, Mapping):
             return inner
         if key in payload and inner is None:
             return None
     for wrapper in ("response", "message"):
         inner = payload.get(wrapper)
-        if isinstance(inner, Mapping):
+        if type(inner) is dict or isinstance(inner, Mapping):
             found = _unwrap(inner)
             if found is not None:
                 return found
@@ -84,7 +96,7 @@ def _unwrap(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def extract_usage(protocol: str, payload: Mapping[str, Any]) -> Usage | None:
     """§10.2: normalised, clamped counts, or None when the payload reports no usage."""
-    if not isinstance(payload, Mapping):
+    if type(payload) is not dict and not isinstance(payload, Mapping):
         return None
     usage = _unwrap(payload)
     if usage is None:
@@ -100,9 +112,12 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
     if found_in is None or output is None:
         return None
     input_key, input_tokens = found_in
+    if _RARE_KEYS.isdisjoint(usage):
+        # the plain shape (e.g. prompt/completion/total): every rule below reads zero
+        return Usage(input=input_tokens, output=output).clamped()
     # only the detail objects present (an absent one reads as empty in every rule below)
-    in_details = [d for d in (usage.get(k) for k in _INPUT_DETAILS) if isinstance(d, Mapping)]
-    out_details = [d for d in (usage.get(k) for k in _OUTPUT_DETAILS) if isinstance(d, Mapping)]
+    in_details = [d for d in (usage.get(k) for k in _INPUT_DETAILS) if _is_mapping(d)]
+    out_details = [d for d in (usage.get(k) for k in _OUTPUT_DETAILS) if _is_mapping(d)]
 
     explicit_read = _value(usage, _EXPLICIT_READ)
     detail_read = _value(usage, _DETAIL_READ)
@@ -112,7 +127,7 @@ def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
 
     creation = usage.get("cache_creation")
     split_5m = split_1h = None
-    if isinstance(creation, Mapping):
+    if _is_mapping(creation):
         split_5m = _int(creation.get("ephemeral_5m_input_tokens"))
         split_1h = _int(creation.get("ephemeral_1h_input_tokens"))
     if split_5m is not None or split_1h is not None:

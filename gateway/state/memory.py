@@ -51,6 +51,24 @@ class MemoryState:
     def _retry_after(self, ends: float) -> int:
         return max(1, math.ceil(ends - self._clock.seconds()))
 
+    def take_now(self, key: str, limit: int, window_seconds: int) -> WindowVerdict:
+        """``take_all([(key, limit)], window_seconds)``'s verdict, answered at once: the rate
+        limiter of a process without Redis asks on every request, without a Deferred."""
+        count, ends = self._window(key, window_seconds)
+        if count >= limit:
+            return WindowVerdict(False, 0, self._retry_after(ends))
+        self._windows[key] = (count + 1, ends)
+        return WindowVerdict(True, limit - count - 1, 0)
+
+    def hit_now(self, key: str, limit: int, window_seconds: int) -> WindowVerdict:
+        """``hit``'s verdict, answered at once (see ``take_now``)."""
+        count, ends = self._window(key, window_seconds)
+        count += 1
+        self._windows[key] = (count, ends)
+        if count > limit:
+            return WindowVerdict(False, 0, self._retry_after(ends))
+        return WindowVerdict(True, limit - count, 0)
+
     def take_all(
         self, limits: Sequence[tuple[str, int]], window_seconds: int
     ) -> Deferred[WindowVerdict]:
@@ -66,12 +84,7 @@ class MemoryState:
         return succeed(WindowVerdict(True, remaining or 0, 0))
 
     def hit(self, key: str, limit: int, window_seconds: int) -> Deferred[WindowVerdict]:
-        count, ends = self._window(key, window_seconds)
-        count += 1
-        self._windows[key] = (count, ends)
-        if count > limit:
-            return succeed(WindowVerdict(False, 0, self._retry_after(ends)))
-        return succeed(WindowVerdict(True, limit - count, 0))
+        return succeed(self.hit_now(key, limit, window_seconds))
 
     def incr(self, key: str, amount: int = 1) -> Deferred[int]:
         self._counters[key] += amount

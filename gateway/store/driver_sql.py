@@ -87,8 +87,12 @@ class DriverSQL:
 
 def timestamp_param(moment: datetime, dialect: str) -> Any:
     """A UTC datetime as ``UTCDateTime`` stores it: naive UTC; SQLite's text form with
-    microseconds always present (what SQLAlchemy writes, so text ordering stays right)."""
-    naive = moment.astimezone(UTC).replace(tzinfo=None)
+    microseconds always present (what SQLAlchemy writes, so text ordering stays right).
+
+    ``isoformat`` writes the same text as ``strftime("%Y-%m-%d %H:%M:%S.%f")`` (zero-padded
+    year as SQLAlchemy's own format) at half the cost; it runs once per settled request."""
+    naive = (moment.replace(tzinfo=None) if moment.tzinfo is UTC
+             else moment.astimezone(UTC).replace(tzinfo=None))
     if dialect == "sqlite":
-        return naive.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return naive.isoformat(" ", "microseconds")
     return naive

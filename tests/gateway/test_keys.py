@@ -131,3 +131,26 @@ class KeyCacheTests(AppTestCase):
         await self.ctx.keys.lookup(key_hash)
         await self.ctx.invalidation.announce(USERS, b"*")
         assert self.ctx.keys.cached(key_hash) is None
+
+
+def test_a_presented_keys_digest_is_its_hmac_and_is_remembered_within_a_bound():
+    hasher = KeyHasher(TEST_SECRETS.api_key_hmac_key, presented_cache_size=8)
+    keys = [f"sk-presented-{n}" for n in range(20)]
+    for key in keys:
+        assert hasher.presented(key) == hasher.hash(key)
+        assert hasher.presented(key) == hasher.hash(key)  # from the map this time
+    remembered = hasher._presented
+    assert len(remembered) == 8
+    assert list(remembered) == keys[-8:]  # the oldest went first
+    # a digest is served from the map, not recomputed
+    remembered[keys[-1]] = "remembered"
+    assert hasher.presented(keys[-1]) == "remembered"
+
+
+def test_an_overlong_presented_key_is_hashed_but_not_remembered():
+    hasher = KeyHasher(TEST_SECRETS.api_key_hmac_key)
+    huge = "sk-" + "x" * 10_000
+    assert hasher.presented(huge) == hasher.hash(huge)
+    assert huge not in hasher._presented
+    real = generate_key()
+    assert hasher.presented(real) == hasher.hash(real) and real in hasher._presented

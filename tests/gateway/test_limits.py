@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
-from gateway.limits import GatewayLimiter, UserChannelLimit, global_identity
+from gateway.limits import KEYS_KEPT, GatewayLimiter, UserChannelLimit, Verdict, global_identity
 from gateway.settings.store import Settings
 from gateway.state.memory import MemoryState
+from gateway.state.protocol import WindowVerdict
 
 
 class GlobalLimiterTests(TestCase):
@@ -152,3 +156,65 @@ class UserChannelLimiterTests(TestCase):
         assert (await limiter.check_global("user:10")).allowed
         assert not (await limiter.check_global("user:10")).allowed
         assert (await limiter.check_user_channel(10, self.limit)).allowed
+
+
+class _ThroughTheProtocol:
+    """A real ``MemoryState`` seen only through ``SharedState``'s Deferred methods, as the
+    limiter sees Redis: the path every state other than this process's memory takes."""
+
+    shared_across_processes = False
+
+    def __init__(self, state: MemoryState) -> None:
+        self._state = state
+
+    def hit(self, key: str, limit: int, window_seconds: int) -> Deferred[WindowVerdict]:
+        return self._state.hit(key, limit, window_seconds)
+
+    def take_all(self, limits: Sequence[tuple[str, int]],
+                 window_seconds: int) -> Deferred[WindowVerdict]:
+        return self._state.take_all(limits, window_seconds)
+
+
+class MemoryFastPathTests(TestCase):
+    """Over ``MemoryState`` the limiter asks the windows directly; the verdicts must be the
+    ones the Deferred path gives, call for call."""
+
+    def limiter(self, direct: bool) -> tuple[GatewayLimiter, Clock]:
+        clock = Clock()
+        clock.advance(1000)
+        state = MemoryState(clock)
+        settings = Settings({"rate_limit_requests_per_minute": "3", "rate_limit_burst": "1"})
+        shared = state if direct else _ThroughTheProtocol(state)
+        return GatewayLimiter(shared, settings), clock  # type: ignore[arg-type]
+
+    @staticmethod
+    def seen(verdict: Verdict) -> tuple[object, ...]:
+        error = verdict.error
+        return (verdict.allowed, verdict.headers,
+                None if error is None else (error.status, error.type, error.extra))
+
+    async def script(self, limiter: GatewayLimiter, clock: Clock) -> list[tuple[object, ...]]:
+        limits = [UserChannelLimit(4, True, 2, 1), UserChannelLimit(5, True, 1, 0)]
+        out = []
+        for step in range(40):
+            out.append(self.seen(await limiter.check_global(f"key:{step % 3}")))
+            out.append(self.seen(await limiter.check_user_channel(step % 2, limits[step % 2])))
+            clock.advance(7 if step % 5 else 13)
+        return out
+
+    async def test_the_direct_answers_are_the_protocols(self) -> None:
+        direct, direct_clock = self.limiter(direct=True)
+        assert direct._memory is not None  # the fast path is the one under test
+        through, through_clock = self.limiter(direct=False)
+        assert through._memory is None
+        expected = await self.script(through, through_clock)
+        assert await self.script(direct, direct_clock) == expected
+        assert any(not allowed for allowed, _, _ in expected)  # refusals were compared too
+
+    async def test_formatted_keys_are_bounded(self) -> None:
+        limiter, _clock = self.limiter(direct=True)
+        for user in range(KEYS_KEPT + 5):
+            await limiter.check_global(f"user:{user}")
+            await limiter.check_user_channel(user, UserChannelLimit(4, True, 2, 1))
+        assert len(limiter._global_keys) <= KEYS_KEPT
+        assert len(limiter._channel_keys) <= KEYS_KEPT

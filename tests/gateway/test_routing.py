@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
@@ -183,6 +185,41 @@ class RoutingTests(TestCase):
         picks = [ids(await self.plan(candidates, available=health.is_available))
                  for _ in range(4)]
         assert picks == [[1, 3], [3, 1], [1, 3], [3, 1]]
+
+    async def test_a_tuples_kept_order_is_the_computed_one(self) -> None:
+        rng = random.Random(5)
+        health = ChannelHealth(self.clock, failures_before_cooldown=1, cooldown_seconds=30)
+        for _ in range(300):
+            tuple_ = tuple(cand(rng.randint(1, 6), rng.randint(1, 3), rng.randint(0, 2),
+                                rng.randint(0, 3), config_id=rng.randint(1, 12))
+                           for _ in range(rng.randint(1, 6)))
+            allowed = rng.choice([(), (1,), (2, 1), (3, 1, 2)])
+            if rng.random() < 0.3:
+                health.record_failure(rng.randint(1, 6), "timeout")
+            if rng.random() < 0.3:
+                self.clock.advance(31)
+            for _ in range(2):  # the second plan of the same tuple is served from the cache
+                kept = await self.plan(tuple_, allowed, available=health.is_available)
+                self.state = MemoryState(self.clock)  # same counters for both sides
+                computed = await self.plan(list(tuple_), allowed, available=health.is_available)
+                self.state = MemoryState(self.clock)
+                assert kept == computed, (tuple_, allowed)
+
+    async def test_a_channel_cooling_after_its_tuple_was_planned_is_skipped_at_once(self) -> None:
+        health = ChannelHealth(self.clock, failures_before_cooldown=1, cooldown_seconds=30)
+        candidates = (cand(1), cand(2), cand(3))
+        assert ids(await self.plan(candidates, available=health.is_available)) == [1, 2, 3]
+        health.record_failure(1, "timeout")
+        assert ids(await self.plan(candidates, available=health.is_available)) == [2, 3]
+        self.clock.advance(30)
+        assert ids(await self.plan(candidates, available=health.is_available)) == [1, 2, 3]
+
+    async def test_a_reloaded_tuple_is_ordered_anew(self) -> None:
+        assert ids(await self.plan((cand(1, priority=2), cand(2, priority=1)))) == [1, 2]
+        assert ids(await self.plan((cand(1, priority=1), cand(2, priority=2)))) == [2, 1]
+        same = (cand(1), cand(2, 2))
+        assert ids(await self.plan(same, allowed=(2, 1))) == [2, 1]
+        assert ids(await self.plan(same, allowed=(1, 2))) == [1, 2]
 
     def test_normalise_algorithm(self) -> None:
         for name in ("round_robin", "roundrobin", "rr", " RR "):

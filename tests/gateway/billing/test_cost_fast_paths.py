@@ -9,13 +9,15 @@ amount, count and formula character.
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_EVEN, localcontext
 from decimal import Decimal as D
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.billing.cost import PriceSet, billing_tiers, compute_cost
+from gateway.billing.cost import EXACT, PriceSet, billing_tiers, compute_cost, with_multipliers
 from gateway.billing.estimate_reserve import reserve_amount
+from gateway.billing.money import NANO, to_nanos
 from gateway.billing.usage import Usage
 
 #: a tier on audio output, which these requests never produce: forces the general path
@@ -62,3 +64,25 @@ def test_the_formula_reads_as_before() -> None:
                         D("1.0"), D("0.8"))
     assert cost.formula == ("(input 1000 * 1.25 + output 500 * 10) / 1M = 0.00625; "
                             "* group 1 * channel 0.8 = 0.005")
+
+
+long_multipliers = st.one_of(
+    multipliers, st.decimals(min_value=0, max_value=1000, places=12, allow_nan=False,
+                             allow_infinity=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.decimals(min_value=0, max_value=10**9, places=30, allow_nan=False,
+                   allow_infinity=False), long_multipliers, long_multipliers)
+def test_the_multiplied_cost_is_the_exact_contexts(base: D, group: D, channel: D) -> None:
+    """``with_multipliers`` calls the exact context's methods instead of switching to it:
+    the same rounding, and the multipliers' nanos (kept per value) are ``to_nanos``'."""
+    with localcontext(EXACT):
+        expected = (base * group * channel).quantize(NANO, rounding=ROUND_HALF_EVEN)
+    cost = with_multipliers(base, group, channel)
+    assert cost.cost == expected and str(cost.cost) == str(expected)
+    assert cost.group_multiplier_nanos == to_nanos(group)
+    assert cost.user_channel_multiplier_nanos == to_nanos(channel)
+    again = with_multipliers(base, group, channel)  # the kept nanos answer the second time
+    assert again.group_multiplier_nanos == to_nanos(group)
+    assert again.user_channel_multiplier_nanos == to_nanos(channel)

@@ -229,3 +229,19 @@ def test_upstream_error_event_is_not_a_completion():
     assert payloads([frame])[0]["response"]["model"] == "my-model"
     assert not responses.completed
     assert responses.error_frames("x", "y", None) == []
+
+
+def test_a_channel_type_spelled_many_ways_picks_the_same_translator_every_time():
+    """``make_translator`` keeps each stored spelling's normalised type: the kept answer must
+    be the one ``normalise_channel_type`` gives, on the first call and every later one."""
+    from gateway.channels.channel_types import normalise_channel_type
+
+    spellings = ["compat", "OpenAI", " open_ai ", "anthropic", "Anthropic", "claude",
+                 "gemini", "unknown-kind", ""]
+    for _ in range(2):
+        for spelling in spellings:
+            translator = make_translator("chat", spelling, chat_request(), "up")
+            fresh = make_translator("chat", normalise_channel_type(spelling), chat_request(),
+                                    "up")
+            assert type(translator) is type(fresh), spelling
+            assert translator.upstream_path() == fresh.upstream_path(), spelling

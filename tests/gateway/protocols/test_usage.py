@@ -133,3 +133,40 @@ def test_messages_stream_reports_combine():
     # the origin saw neither report as complete usage; combined they are
     assert extract_usage("messages", merge_usage_objects(start, delta)) == Usage(
         input=125, output=15, cache_read=100)
+
+
+#: every key the OpenAI-style rules read, written out here (not taken from the module) so that
+#: a key the plain-shape shortcut forgets shows up as a difference
+_EVERY_KEY = ["prompt_tokens", "input_tokens", "inputTokens", "completion_tokens",
+              "output_tokens", "outputTokens", "total_tokens", "cache_read_input_tokens",
+              "cached_tokens", "cached_input_tokens", "cache_creation_input_tokens",
+              "cache_write_input_tokens", "cache_creation_5m_input_tokens",
+              "cache_write_5m_input_tokens", "cache_creation_1h_input_tokens",
+              "cache_write_1h_input_tokens", "image_input_tokens", "audio_input_tokens",
+              "image_output_tokens", "audio_output_tokens", "reasoning_output_tokens"]
+_DETAIL_KEYS = ["prompt_tokens_details", "input_tokens_details", "completion_tokens_details",
+                "output_tokens_details"]
+
+
+def test_the_plain_shape_shortcut_reads_what_the_full_rules_read():
+    """A usage object with no cache, detail or media field takes a shortcut; the same object
+    forced through the full rules (a null ``cache_creation`` changes nothing there) must give
+    the same ``Usage``, whatever other fields come along."""
+    import random
+
+    rng = random.Random(22)
+    values = [0, 1, 7, 120, -3, 2.0, True, None, "9"]
+    for _ in range(3000):
+        usage: dict[str, object] = {}
+        for key in rng.sample(_EVERY_KEY, rng.randint(1, 6)):
+            usage[key] = rng.choice(values)
+        if rng.random() < 0.5:
+            usage[rng.choice(["prompt_tokens", "input_tokens"])] = rng.randint(0, 50)
+            usage[rng.choice(["completion_tokens", "output_tokens"])] = rng.randint(0, 50)
+        if rng.random() < 0.1:
+            usage[rng.choice(_DETAIL_KEYS)] = {"cached_tokens": 3, "image_tokens": 2,
+                                               "audio_tokens": 1, "reasoning_tokens": 4,
+                                               "cache_write_tokens": 5}
+        forced = {**usage, "cache_creation": None}
+        assert extract_usage("chat", usage) == extract_usage("chat", forced), usage
+        assert extract_usage("chat", {"usage": usage}) == extract_usage("chat", forced), usage
