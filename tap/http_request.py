@@ -89,11 +89,13 @@ class LockgateRequest(Request):
         super().requestReceived(command, path, version)
 
     def process(self) -> None:
-        # a /v1 request (form parsing off, above) starts within the site's per-turn budget
+        # a /v1 request (form parsing off, above) starts within the site's per-turn budget;
+        # an Upgrade request never waits (what follows its head belongs to whoever takes the
+        # transport over, now)
         channel: Any = self.channel
         budget = None if self._parsePOSTFormSubmission else getattr(
             channel.site, "dispatch_budget", None)
-        if budget is None:
+        if budget is None or getattr(channel, "_upgrade_transport", None) is not None:
             super().process()
         else:
             budget.admit(self, super().process)

@@ -345,6 +345,25 @@ class DispatchBudgetSocketTests(TestCase):
             (200, b"answer to q0"), (200, b"answer to q1"), (200, b"answer to q2")]
 
 
+    async def test_an_upgrade_request_never_waits(self) -> None:
+        # what follows an Upgrade request's head belongs to whoever takes the transport over
+        # when it is dispatched: it must not sit in the queue meanwhile
+        turns = _Turnstile()
+        budget = self.site.dispatch_budget = DispatchBudget(turns, 1, self.in_flight)
+        socks = await self.connect(3)
+        for n, sock in enumerate(socks[:2]):
+            sock.sendall(_post(b"/v1/x", b"u%d" % n))
+        await self.until(lambda: budget.waiting == 1, "one request to queue")
+        socks[2].sendall(b"GET /v1/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n"
+                         b"Upgrade: websocket\r\n\r\n")
+        [answer] = await deferToThread(_read_answers, socks[2], 1)
+        assert answer == (200, b"answer to ")
+        assert budget.waiting == 1
+        turns.turn()
+        [queued] = await deferToThread(_read_answers, socks[1], 1)
+        assert queued == (200, b"answer to u1")
+
+
 class _Counts:
     def __init__(self) -> None:
         self.count = 0
