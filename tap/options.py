@@ -15,6 +15,7 @@ from typing import Any
 
 from twisted.python import usage
 
+from tap.dispatch_budget import DEFAULT_PER_TURN
 from tap.version import version_line
 
 DEFAULT_LISTEN = "tcp:8080:interface=127.0.0.1"
@@ -35,7 +36,7 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "node-name": ("LOCKGATE_NODE_NAME", ""),
     "log-format": ("LOCKGATE_LOG_FORMAT", "human"),
     "workers": ("LOCKGATE_WORKERS", "1"),
-    "dispatch-per-turn": ("LOCKGATE_DISPATCH_PER_TURN", "8"),
+    "dispatch-per-turn": ("LOCKGATE_DISPATCH_PER_TURN", str(DEFAULT_PER_TURN)),
 }
 
 
@@ -86,9 +87,9 @@ class Options(usage.Options):
          "limits and cache invalidation through the supervisor; --metrics-listen port P "
          "becomes P+i on worker i."],
         ["dispatch-per-turn", None, None,
-         "New /v1 requests started per reactor turn (default 8); the rest of a burst waits "
-         "in arrival order for the next turns, so running streams and upstream answers are "
-         "served in between. 0: start every request as soon as it is in."],
+         f"New /v1 requests started per reactor turn (default {DEFAULT_PER_TURN}); the rest "
+         "of a burst waits in arrival order for the next turns, so running streams and "
+         "upstream answers are served in between. 0: start every request as soon as it is in."],
         ["otlp-endpoint", None, None,
          "OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces): one span per "
          "request, a child span per upstream attempt. Default: no tracing."],
