@@ -37,6 +37,9 @@ class Outcome:
     body_bytes: int = 0
     head: bytes = b""
     body_start: bytes = b""
+    #: the longest wait between two pieces of the body after the first (seconds)
+    max_gap: float = 0.0
+    last_piece: float | None = None
 
 
 class _Connection(asyncio.Protocol):
@@ -89,9 +92,13 @@ class _Connection(asyncio.Protocol):
                     return
             if not data:
                 return
+        now = time.perf_counter()
         if outcome.first_byte is None:
-            outcome.first_byte = time.perf_counter()
+            outcome.first_byte = now
             outcome.body_start = data[:300]
+        elif outcome.last_piece is not None and now - outcome.last_piece > outcome.max_gap:
+            outcome.max_gap = now - outcome.last_piece
+        outcome.last_piece = now
         outcome.body_bytes += len(data)
         if not self.chunked:
             self.remaining -= len(data)
@@ -223,14 +230,33 @@ async def _open_many(host: str, port: int, count: int) -> tuple[list[_Connection
 
 
 async def streams(host: str, port: int, request: bytes, count: int,
-                  timeout: float = 120) -> StreamResult:
-    """Open ``count`` connections, then start ``count`` streams at once and wait for all."""
+                  timeout: float = 120, running: int = 0) -> StreamResult:
+    """Open ``count`` connections, then start ``count`` streams at once and wait for all.
+
+    With ``running``, that many more streams are started first and the burst is sent once
+    each has its first byte: their longest wait between two chunks (the upstream paces them)
+    shows what the burst did to streams already running (``extra``, ms)."""
     result = StreamResult()
-    conns, failures = await _open_many(host, port, count)
+    conns, failures = await _open_many(host, port, count + running)
     result.errors += len(failures)
     result.first_error = failures[0] if failures else ""
+    ahead, conns = conns[:running], conns[running:]
     result.opened = len(conns)
+    ahead_futures = [c.send(request) for c in ahead]
+    deadline = time.perf_counter() + 10
+    while ahead and time.perf_counter() < deadline and not all(
+            c.outcome.first_byte is not None for c in ahead):
+        await asyncio.sleep(0.005)
     futures = [c.send(request) for c in conns]
+    if ahead:
+        await asyncio.wait(ahead_futures, timeout=timeout)
+        gaps = sorted(c.outcome.max_gap * 1000 for c in ahead
+                      if c.outcome.finished is not None and c.outcome.status == 200)
+        result.extra["running_streams"] = len(gaps)
+        if gaps:
+            result.extra["running_max_gap_p50_ms"] = round(percentile(gaps, 50) or 0.0, 1)
+            result.extra["running_max_gap_p99_ms"] = round(percentile(gaps, 99) or 0.0, 1)
+            result.extra["running_max_gap_max_ms"] = round(gaps[-1], 1)
     done, pending = await asyncio.wait(futures, timeout=timeout)
     for future in done:
         if future.exception() is not None:
@@ -248,7 +274,12 @@ async def streams(host: str, port: int, request: bytes, count: int,
         result.ttfb.append(outcome.first_byte - outcome.started)
         result.completion.append(outcome.finished - outcome.started)
     result.errors += len(pending)
-    for conn in conns:
+    burst_gaps = sorted(c.outcome.max_gap * 1000 for c in conns
+                        if c.outcome.finished is not None and c.outcome.status == 200)
+    if burst_gaps:
+        result.extra["max_gap_p50_ms"] = round(percentile(burst_gaps, 50) or 0.0, 1)
+        result.extra["max_gap_p99_ms"] = round(percentile(burst_gaps, 99) or 0.0, 1)
+    for conn in (*ahead, *conns):
         if conn.transport is not None:
             conn.transport.abort()
     return result

@@ -7,7 +7,7 @@ from typing import Any
 import baseline_check
 
 TARGETS = (("direct", "direct"), ("floor", "relay floor"), ("treq", "treq proxy"),
-           ("gateway", "lockgate"))
+           ("gateway", "lockgate"), ("before", "lockgate before"))
 def table(run: dict[str, Any], streams: int) -> str:
     rows = [("figure", *(label for _, label in TARGETS))]
 
@@ -28,7 +28,12 @@ def table(run: dict[str, Any], streams: int) -> str:
     for key, label in (("completed", "completed"), ("ttfb_p50_ms", "TTFB p50 ms"),
                        ("ttfb_p99_ms", "TTFB p99 ms"), ("done_p50_ms", "done p50 ms"),
                        ("done_p99_ms", "done p99 ms"),
-                       ("cpu_ms_per_stream", "CPU ms/stream"), ("errors", "errors")):
+                       ("cpu_ms_per_stream", "CPU ms/stream"),
+                       ("max_gap_p50_ms", "max chunk gap p50 ms"),
+                       ("max_gap_p99_ms", "max chunk gap p99 ms"),
+                       ("running_max_gap_p50_ms", "running streams' max gap p50 ms"),
+                       ("running_max_gap_p99_ms", "running streams' max gap p99 ms"),
+                       ("errors", "errors")):
         row(f"{streams} streams {label}", "streams", key)
     for key, label in (("open_at_peak", "open"), ("rss_per_stream_kib", "RSS KiB/stream"),
                        ("rss_peak_kib", "RSS peak KiB"),

@@ -205,17 +205,19 @@ async def stream_starts(host: str, port: int, request: bytes, args: argparse.Nam
     """``--streams`` streaming requests sent at once: TTFB, completion, CPU per stream."""
     print(f"  [{target}] {args.streams} concurrent streams", flush=True)
     cpu_before = cpu_seconds(watched_cpu)
-    s = await streams(host, port, request, args.streams)
+    s = await streams(host, port, request, args.streams, running=args.running_streams)
     cpu_after = cpu_seconds(watched_cpu)
+    served = s.completed + int(s.extra.get("running_streams", 0))
     return {
         "count": args.streams, "completed": s.completed, "errors": s.errors,
         # the whole life of a stream (start, 20 relayed events, settlement), per stream
         "cpu_ms_per_stream": (None if cpu_before is None or cpu_after is None
-                              or not s.completed
-                              else round((cpu_after - cpu_before) * 1000 / s.completed, 3)),
+                              or not served
+                              else round((cpu_after - cpu_before) * 1000 / served, 3)),
         "ttfb_p50_ms": ms(percentile(s.ttfb, 50)), "ttfb_p99_ms": ms(percentile(s.ttfb, 99)),
         "done_p50_ms": ms(percentile(s.completion, 50)),
-        "done_p99_ms": ms(percentile(s.completion, 99)), "first_error": s.first_error}
+        "done_p99_ms": ms(percentile(s.completion, 99)), **s.extra,
+        "first_error": s.first_error}
 
 
 async def interleaved(args: argparse.Namespace,
@@ -271,9 +273,11 @@ async def interleaved(args: argparse.Namespace,
 
 
 def start_gateway(tmp: Path, port: int, cpu: str | None, profile: str | None,
-                  plant_us: float = 0.0) -> subprocess.Popen[bytes]:
+                  plant_us: float = 0.0, source: Path | None = None) -> subprocess.Popen[bytes]:
     """``twistd -n lockgate`` on a fresh SQLite file; with ``plant_us`` through
-    ``bench/planted_twistd.py`` (every /v1 request burns that much more CPU)."""
+    ``bench/planted_twistd.py`` (every /v1 request burns that much more CPU); with ``source``
+    importing that tree first (``--before-tree``: an older commit in the same run)."""
+    tmp.mkdir(parents=True, exist_ok=True)
     twistd = [str(Path(sys.executable).parent / "twistd")]
     if plant_us:
         twistd = [sys.executable, str(HERE / "planted_twistd.py"), str(plant_us)]
@@ -285,8 +289,9 @@ def start_gateway(tmp: Path, port: int, cpu: str | None, profile: str | None,
                       # logging on, into a real file (the default, standard output, is
                       # /dev/null here, which would flatter the figures)
                       "--access-log", str(tmp / "access.log")], cpu)
+    env = {**os.environ, "PYTHONPATH": str(source)} if source is not None else None
     return subprocess.Popen(command, cwd=str(tmp), stdout=subprocess.DEVNULL,  # noqa: S603
-                            stderr=open(tmp / "twistd.stderr", "wb"))
+                            stderr=open(tmp / "twistd.stderr", "wb"), env=env)
 
 
 def raise_fd_limit(needed: int = 0) -> None:
@@ -317,10 +322,11 @@ def start_reference(script: str, port: int, up_port: int, cpu: str | None,
 
 async def start_lockgate(args: argparse.Namespace, tmp: Path, up_port: int,
                          cpu: str | None, results: dict[str, Any],
-                         procs: list[subprocess.Popen[bytes]]) -> tuple[int, str] | None:
+                         procs: list[subprocess.Popen[bytes]],
+                         source: Path | None = None) -> tuple[int, str] | None:
     """Start and provision the gateway; (port, API key), or None with the reason noted."""
     gw_port = free_port()
-    gateway = start_gateway(tmp, gw_port, cpu, args.profile, args.plant_slowdown)
+    gateway = start_gateway(tmp, gw_port, cpu, args.profile, args.plant_slowdown, source)
     procs.append(gateway)
     if not wait_http(gw_port, "/healthz", 120):  # a busy machine starts it slowly
         log = (tmp / "twistd.log").read_text(errors="replace")[-2000:] if (
@@ -395,6 +401,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 columns["gateway"] = (started[0], started[1], {
                     "json": "bench-json", "stream": "bench-stream", "slow": "bench-slow"},
                     procs[-1].pid)
+            if args.before_tree:
+                before = await start_lockgate(args, tmp / "before", up_port, gateway_cpu,
+                                              results, procs, Path(args.before_tree))
+                if before is not None:
+                    columns["before"] = (before[0], before[1], {
+                        "json": "bench-json", "stream": "bench-stream",
+                        "slow": "bench-slow"}, procs[-1].pid)
         else:
             results["notes"].append("gateway skipped (--direct-only)")
         for name, (_, _, _, pid) in columns.items():
@@ -453,6 +466,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="skip the non-stream phases: only the N streams and slow streams "
                              "phases (--streams 0 / --slow-streams 0 skip those too)")
     parser.add_argument("--upstream-port", type=int, default=0)
+    parser.add_argument("--running-streams", type=int, default=0, metavar="R",
+                        help="start R streams first and send the N streams once each has "
+                             "its first byte: their longest chunk gap shows what the burst "
+                             "did to running streams")
+    parser.add_argument("--before-tree", metavar="DIR",
+                        help="a second Lockgate column ('before') importing DIR first, e.g. "
+                             "`git archive` of the base commit: an A/B in the same run")
     parser.add_argument("--direct-only", action="store_true",
                         help="no gateway: only the upstream and the reference proxies")
     parser.add_argument("--no-floor", action="store_true",

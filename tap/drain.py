@@ -20,6 +20,7 @@ from twisted.web.server import Request
 
 from gateway import errors
 from tap.access_log import OFF, BufferedAccessLog
+from tap.dispatch_budget import DispatchBudget
 from tap.health import DrainingReadyz
 from tap.http_channel import LockgateSite
 
@@ -112,6 +113,8 @@ class CountingSite(LockgateSite):
         self.access_log = access_log
         #: ``--workers``: which worker this is, told on the probes (``Lockgate-Worker``)
         self.worker_label: bytes | None = None
+        #: starts a burst of /v1 requests a few per reactor turn (``tap.dispatch_budget``)
+        self.dispatch_budget: DispatchBudget | None = None
 
     def startFactory(self) -> None:
         super().startFactory()

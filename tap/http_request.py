@@ -20,6 +20,9 @@ every request.
 
 The first ``write`` of an answer has ``LockgateChannel`` hold the head twisted.web makes, so the
 head and that write's body bytes leave in one ``send()`` (``tap.response_write``).
+
+A /v1 request is started through the site's ``dispatch_budget`` when it has one
+(``tap.dispatch_budget``): a burst of new requests is started a few per reactor turn.
 """
 
 from __future__ import annotations
@@ -134,6 +137,25 @@ class LockgateRequest(Request):
         if path.startswith(b"/v1/") or path.startswith(b"/v1beta/"):
             self._parsePOSTFormSubmission = False
         super().requestReceived(command, path, version)
+
+    def process(self) -> None:
+        # a /v1 request (form parsing off, above) starts within the site's per-turn budget;
+        # an Upgrade request never waits (what follows its head belongs to whoever takes the
+        # transport over, now)
+        channel: Any = self.channel
+        budget = None if self._parsePOSTFormSubmission else getattr(
+            channel.site, "dispatch_budget", None)
+        if budget is None or getattr(channel, "_upgrade_transport", None) is not None:
+            super().process()
+        else:
+            budget.admit(self, super().process)
+
+    def connectionLost(self, reason: Any) -> None:
+        site = getattr(getattr(self, "channel", None), "site", None)
+        budget = getattr(site, "dispatch_budget", None)
+        if budget is not None:
+            budget.forget(self)  # hung up while waiting for its turn: never started
+        super().connectionLost(reason)
 
 
 #: Request._cleanup dels ``content`` (and ``channel``, which has no class default)

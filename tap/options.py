@@ -15,6 +15,7 @@ from typing import Any
 
 from twisted.python import usage
 
+from tap.dispatch_budget import DEFAULT_PER_TURN
 from tap.version import version_line
 
 DEFAULT_LISTEN = "tcp:8080:interface=127.0.0.1"
@@ -35,6 +36,7 @@ _SCALARS: dict[str, tuple[str, str | None]] = {
     "node-name": ("LOCKGATE_NODE_NAME", ""),
     "log-format": ("LOCKGATE_LOG_FORMAT", "human"),
     "workers": ("LOCKGATE_WORKERS", "1"),
+    "dispatch-per-turn": ("LOCKGATE_DISPATCH_PER_TURN", str(DEFAULT_PER_TURN)),
 }
 
 
@@ -84,6 +86,10 @@ class Options(usage.Options):
          "core (default 1: this process serves). Without --redis they share balances, quotas, "
          "limits and cache invalidation through the supervisor; --metrics-listen port P "
          "becomes P+i on worker i."],
+        ["dispatch-per-turn", None, None,
+         f"New /v1 requests started per reactor turn (default {DEFAULT_PER_TURN}); the rest "
+         "of a burst waits in arrival order for the next turns, so running streams and "
+         "upstream answers are served in between. 0: start every request as soon as it is in."],
         ["otlp-endpoint", None, None,
          "OTLP/HTTP traces endpoint (e.g. http://collector:4318/v1/traces): one span per "
          "request, a child span per upstream attempt. Default: no tracing."],
@@ -208,6 +214,13 @@ def resolve(options: Options | dict[str, Any], environ: Mapping[str, str]) -> No
         raise usage.UsageError("log-format must be 'human' or 'json'")
     options["log-format"] = log_format
     options["workers"] = _worker_count(str(options["workers"]))
+    try:
+        per_turn = int(str(options["dispatch-per-turn"]).strip())
+    except ValueError as exc:
+        raise usage.UsageError("dispatch-per-turn must be a whole number") from exc
+    if not 0 <= per_turn <= 100_000:
+        raise usage.UsageError("dispatch-per-turn must be between 0 and 100000")
+    options["dispatch-per-turn"] = per_turn
     if options.get("db-threads") is not None:
         try:
             threads = int(options["db-threads"])

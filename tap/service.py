@@ -25,6 +25,7 @@ from console.routes.updates import BUILD_VERSION
 from gateway.observability.tracing import Tracing
 from tap.access_log import redacting_log_formatter
 from tap.app import Lockgate
+from tap.dispatch_budget import DispatchBudget
 from tap.drain import CountingSite, InFlight, within
 from tap.interpreter_tuning import tune_interpreter
 from tap.json_log import install
@@ -37,6 +38,7 @@ from tap.ordered_services import OrderedServices
 from tap.secrets import load_or_create
 from tap.startup_report import report_opened, report_setup
 from tap.state_factory import open_state
+from tap.stream_start_trace import install as install_stream_trace
 from tap.worker_mode import WorkerSlot, listeners
 
 log = Logger()
@@ -95,6 +97,7 @@ class LockgateService(OrderedServices):
         assert self.app is not None
         tune_interpreter()
         install_latency_trace(os.environ, self.reactor)  # bench only: off unless set
+        install_stream_trace(os.environ, self.reactor)  # bench only: off unless set
         metrics = self.app.metrics
         site = (CountingSite(self.app.root, self.in_flight, logFormatter=redacting_log_formatter,
                              access_log=self.options["access-log"]) if metrics is None else
@@ -102,6 +105,9 @@ class LockgateService(OrderedServices):
                             logFormatter=redacting_log_formatter,
                             access_log=self.options["access-log"]))
         site.displayTracebacks = False
+        per_turn = int(self.options.get("dispatch-per-turn") or 0)
+        if per_turn:
+            site.dispatch_budget = DispatchBudget(self.reactor, per_turn, self.in_flight)
         site.noisy = False  # no "Starting factory" lines; report_setup says what listens
         if self.worker is not None:
             site.worker_label = self.worker.label
