@@ -141,7 +141,8 @@ def _wrap_requests(trace: StreamStartTrace) -> None:
 
 
 def _wrap_upstream(trace: StreamStartTrace) -> None:
-    from gateway.channels.lean_http import LeanConnection, LeanPool
+    from gateway.channels.lean_connection import LeanConnection
+    from gateway.channels.lean_pool import LeanPool
 
     for cls, method, kind in ((LeanPool, "_connect", "connect"),
                               (LeanConnection, "start", "written"),

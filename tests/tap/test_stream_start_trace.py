@@ -19,7 +19,8 @@ import textwrap
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
-from gateway.channels.lean_http import LeanConnection, LeanPool
+from gateway.channels.lean_connection import LeanConnection
+from gateway.channels.lean_pool import LeanPool
 from tap.http_request import LockgateRequest
 from tap.stream_start_trace import ENV, MARKS, install
 
