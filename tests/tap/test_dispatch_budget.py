@@ -279,6 +279,29 @@ class DispatchBudgetSocketTests(TestCase):
         flowing = await self.burst_beside_a_stream(DispatchBudget(reactor, 4, self.in_flight))
         assert flowing < stalled / 3, (flowing, stalled)
 
+    async def test_a_saturated_reactor_does_not_starve_the_queue(self) -> None:
+        # other work of 15 ms in every reactor turn (thousands of running streams' chunks):
+        # one start per turn would take 60 turns (~1 s) to work off 60 queued requests; the
+        # fair share lets a turn's starts take as long as the rest of the turn did
+        self.site.dispatch_budget = DispatchBudget(reactor, 1, self.in_flight)
+        socks = await self.connect(60)
+        busy: list[Any] = []
+
+        def burn() -> None:
+            until = time.perf_counter() + 0.015
+            while time.perf_counter() < until:
+                pass
+            busy[:] = [reactor.callLater(0, burn)]
+
+        burn()
+        self.addCleanup(lambda: busy[0].cancel() if busy[0].active() else None)
+        for n, sock in enumerate(socks):
+            sock.sendall(_post(b"/v1/x", b"b%d" % n))
+        answers = await deferToThread(lambda: [_read_answers(s, 1) for s in socks])
+        assert all(got == [(200, b"answer to b%d" % n)] for n, got in enumerate(answers))
+        turns = sorted({turn for _, turn in self.resource.started})
+        assert len(turns) <= 8, turns  # one start per turn would be 60 turns
+
     async def test_a_hang_up_while_queued_releases_the_request(self) -> None:
         turns = _Turnstile()
         budget = self.site.dispatch_budget = DispatchBudget(turns, 1, self.in_flight)
@@ -445,6 +468,45 @@ class DispatchBudgetTurnTests(TestCase):
         clock.turn()
         assert started == ["after"] and holds.count == 0 and budget.waiting == 0
         assert len(self.flushLoggedErrors(RuntimeError)) == 1
+
+    def test_a_turn_may_spend_on_starts_what_the_reactor_spent_on_the_rest(self) -> None:
+        clock = _Turnstile()
+        moment = [0.0]
+        budget = DispatchBudget(clock, 2, now=lambda: moment[0])
+        started: list[int] = []
+        requests = [object() for _ in range(60)]
+
+        def start(n: int) -> None:
+            started.append(n)
+            moment[0] += 0.001  # each start takes 1 ms
+
+        for n in range(40):
+            budget.admit(requests[n], lambda n=n: start(n))
+        assert len(started) == 2
+        clock.turn()  # no earlier turn to compare with: the count
+        assert len(started) == 4
+        moment[0] += 0.020  # the reactor's other work before the next turn: 20 ms
+        clock.turn()
+        assert len(started) == 24  # 20 ms of starts
+        clock.turn()  # nothing else happened in between: the count again
+        assert len(started) == 26
+        moment[0] += 0.005
+        clock.turn()
+        assert len(started) == 31
+        clock.turn()
+        clock.turn()
+        clock.turn()
+        clock.turn()
+        assert len(started) == 39
+        clock.turn()  # the queue empties
+        assert started == list(range(40)) and budget.waiting == 0
+        clock.turn()
+        moment[0] += 1000.0  # an idle spell is not other work
+        for n in range(40, 60):
+            budget.admit(requests[n], lambda n=n: start(n))
+        assert len(started) == 42
+        clock.turn()
+        assert len(started) == 44
 
     def test_a_budget_below_one_is_refused(self) -> None:
         with self.assertRaises(ValueError):
