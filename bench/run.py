@@ -46,6 +46,14 @@ MODELS = {
 }
 
 
+def models_for(slow_pace: float) -> dict[str, str]:
+    """``MODELS`` with the slow streams' chunk pace set: at 0.1 s, 10,000 streams ask one
+    core to relay 100,000 chunks a second, a throughput test rather than a memory one."""
+    if slow_pace == 0.1:
+        return dict(MODELS)
+    return {**MODELS, "bench-slow": f"bench+chunks-1200+pace-{slow_pace:g}"}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -336,7 +344,7 @@ async def start_lockgate(args: argparse.Namespace, tmp: Path, up_port: int,
     print(f"gateway on :{gw_port} (pid {gateway.pid}, log {tmp / 'twistd.log'})", flush=True)
     try:
         key, log_lines = provision("127.0.0.1", gw_port, f"http://127.0.0.1:{up_port}",
-                                   MODELS, limits=not args.no_limits)
+                                   args.models, limits=not args.no_limits)
         results["notes"].extend(log_lines)
     except ProvisionError as exc:
         results["notes"].append(f"gateway not ready: provisioning failed at {exc}")
@@ -364,7 +372,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": args.duration, "streams": args.streams, "slow_streams": args.slow_streams,
         "repeat": args.repeat, "warmup_s": args.warmup, "cpus": cpus,
         "measured_cpu": gateway_cpu, "limits": not args.no_limits,
-        "plant_slowdown_us": args.plant_slowdown, "models": MODELS},
+        "plant_slowdown_us": args.plant_slowdown, "models": args.models},
         "runs": [], "pinning": {}, "notes": []}
     up_port = args.upstream_port or free_port()
     upstream = subprocess.Popen(  # noqa: S603
@@ -375,8 +383,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         if not wait_http(up_port, "/v1/models", 15):
             raise SystemExit("bench upstream did not start")
         print(f"upstream on :{up_port} (pid {upstream.pid})", flush=True)
-        direct_models = {"json": MODELS["bench-json"], "stream": MODELS["bench-stream"],
-                         "slow": MODELS["bench-slow"]}
+        direct_models = {"json": args.models["bench-json"],
+                         "stream": args.models["bench-stream"], "slow": args.models["bench-slow"]}
         # column -> (port, token, models, measured pid); "direct" measures the upstream
         columns: dict[str, tuple[int, str | None, dict[str, str], int | None]] = {
             "direct": (up_port, None, direct_models, None)}
@@ -453,6 +461,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds of c=32 load before each column's phases (not counted)")
     parser.add_argument("--streams", type=int, default=500, help="0 skips the phase")
     parser.add_argument("--slow-streams", type=int, default=2000, help="0 skips the phase")
+    parser.add_argument("--slow-pace", type=float, default=0.1, metavar="S",
+                        help="seconds between a slow stream's chunks (1,200 chunks each)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs, alternating the column order; each printed plus the spread")
     parser.add_argument("--interleave", type=int, default=0, metavar="K",
@@ -496,7 +506,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, db)")
     parser.add_argument("--out", default=os.path.join(tempfile.gettempdir(),
                                                       "lockgate-bench-results.json"))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.models = models_for(args.slow_pace)
+    return args
 
 
 def git_commit() -> str:
