@@ -59,13 +59,14 @@ class DispatchBudget:
     """The per-turn start budget and the FIFO of requests waiting for a later turn."""
 
     def __init__(self, clock: IReactorTime, per_turn: int, holds: Holds | None = None, *,
-                 now: Callable[[], float] = time.perf_counter) -> None:
+                 now: Callable[[], float] = time.thread_time) -> None:
         if per_turn < 1:
             raise ValueError("per_turn must be at least 1")
         self._clock = clock
         self.per_turn = per_turn
         self._holds = holds
-        #: the CPU-ish clock for the fair share (the reactor's clock may be a test's ``Clock``)
+        #: the fair share's clock: the reactor thread's CPU time, so that time the process
+        #: spent preempted on a busy machine is not taken for the reactor's other work
         self._now = now
         #: when the last turn that left requests waiting began, and what its starts took:
         #: the time between it and the next turn is the reactor's other work
