@@ -39,6 +39,8 @@ class Outcome:
     body_start: bytes = b""
     #: the longest wait between two pieces of the body after the first (seconds)
     max_gap: float = 0.0
+    #: HTTP chunks of a chunked body: one per write the server made (its ``send()`` count)
+    chunks: int = 0
     last_piece: float | None = None
 
 
@@ -135,6 +137,7 @@ class _Connection(asyncio.Protocol):
                 return
             pos = line_end + 2
             self.remaining = size
+            self.outcome.chunks += 1
         self.buffer = buffer[pos:]
 
     def _done(self) -> None:
@@ -279,6 +282,10 @@ async def streams(host: str, port: int, request: bytes, count: int,
     if burst_gaps:
         result.extra["max_gap_p50_ms"] = round(percentile(burst_gaps, 50) or 0.0, 1)
         result.extra["max_gap_p99_ms"] = round(percentile(burst_gaps, 99) or 0.0, 1)
+        # events that arrived together leave the gateway in one write (issue 22, goal 4)
+        result.extra["chunks_per_stream"] = round(
+            sum(c.outcome.chunks for c in conns if c.outcome.finished is not None
+                and c.outcome.status == 200) / len(burst_gaps), 2)
     for conn in (*ahead, *conns):
         if conn.transport is not None:
             conn.transport.abort()

@@ -31,6 +31,7 @@ def table(run: dict[str, Any], streams: int) -> str:
                        ("cpu_ms_per_stream", "CPU ms/stream"),
                        ("max_gap_p50_ms", "max chunk gap p50 ms"),
                        ("max_gap_p99_ms", "max chunk gap p99 ms"),
+                       ("chunks_per_stream", "HTTP chunks per stream"),
                        ("running_max_gap_p50_ms", "running streams' max gap p50 ms"),
                        ("running_max_gap_p99_ms", "running streams' max gap p99 ms"),
                        ("errors", "errors")):

@@ -113,7 +113,8 @@ class UpstreamBodyFailed(UpstreamError):
 
 
 class BodySink(Protocol):
-    """Where ``UpstreamResponse.deliver`` sends the body."""
+    """Where ``UpstreamResponse.deliver`` sends the body.  From the lean client: one
+    ``data_received`` per socket read, however many HTTP chunks it carried (joined)."""
 
     def data_received(self, data: bytes) -> None: ...
 

@@ -2,10 +2,12 @@
 
 Why httptools: Agent parses answers line by line in Python (``HTTPClientParser``); llhttp (C)
 does it in one ``feed_data`` call per read, calling back into this protocol per part.  Those
-callbacks only record; the response, and the end of its body, are handed over only *after*
-``feed_data`` returns (body bytes of the same read are buffered until then), so the caller's
-callbacks, which may abort or send the next request, never run inside the C parser.  Later body
-bytes of a stream go to the body protocol as they are parsed.  An answer that arrived whole in
+callbacks only record; the response, its body bytes and the end of its body are handed over only
+*after* ``feed_data`` returns, so the caller's callbacks, which may abort or send the next
+request, never run inside the C parser.  Every body piece of one read (a streamed answer's HTTP
+chunks: under a burst several SSE events wait in the socket at once) is handed over in one
+call, joined: the relay then parses, translates and writes them to its client as one batch, one
+``send()`` instead of one per piece (issue 22, goal 4).  An answer that arrived whole in
 one read (the usual JSON answer) frees the connection (back to the pool) *before* its caller
 hears of it, and is handed over with its body already ended: the caller reads it at once, and a
 request it sends right there reuses this connection.
@@ -52,6 +54,8 @@ class LeanConnection(Protocol):
         self._answered = False
         self._headers = ResponseHeaders()
         self._phrase = b""
+        #: body pieces parsed from the current read, handed over together once it is parsed
+        self._parts: list[bytes] = []
         self._interim = False
         self._complete = False
         self._keep_alive = False
@@ -90,7 +94,8 @@ class LeanConnection(Protocol):
     # httptools callbacks (inside feed_data: record only)
 
     def on_message_begin(self) -> None:
-        if self._exchange is None:
+        if self._exchange is None or self._complete:
+            # nothing sent, or a second answer in the read that completed the first one
             raise ParseFailure("an answer nobody asked for")
         self._headers = ResponseHeaders()
         self._phrase = b""
@@ -127,9 +132,8 @@ class LeanConnection(Protocol):
         self._response = LeanResponse(self, code, self._phrase, headers, length, until_close)
 
     def on_body(self, body: bytes) -> None:
-        response = self._response
-        if response is not None and not self._complete:
-            response.data(body)
+        if self._response is not None and not self._complete:
+            self._parts.append(body)
 
     def on_message_complete(self) -> None:
         if self._interim:
@@ -149,13 +153,17 @@ class LeanConnection(Protocol):
         try:
             self._parser.feed_data(data)
         except (HttpParserError, HttpParserUpgrade, ParseFailure, ValueError) as exc:
-            # HttpParserUpgrade: a 101 nobody asked for
+            # HttpParserUpgrade: a 101 nobody asked for.  The body parsed before the error
+            # still goes first, as it would have in a read of its own.
+            self._hand_over_parts()
             self._broken(Failure(ParseFailure(f"malformed upstream response: {exc}")))
             return
         exchange = self._exchange
         response = self._response
         if exchange is None or response is None:
             return
+        if self._parts:
+            self._hand_over_parts()
         if self._complete:
             # the answer is whole: the connection is free (pooled) before its caller hears
             # of it, and an answer that came in one read is handed over with its body ended,
@@ -176,6 +184,16 @@ class LeanConnection(Protocol):
         elif not self._answered:
             self._answered = True
             exchange.answer(response)  # the caller may deliver, abort or pause right here
+
+    def _hand_over_parts(self) -> None:
+        """The body pieces of this read to the response, in one call."""
+        parts = self._parts
+        if not parts:
+            return
+        self._parts = []
+        response = self._response
+        if response is not None:
+            response.data(parts[0] if len(parts) == 1 else b"".join(parts))
 
     @property
     def idle(self) -> bool:

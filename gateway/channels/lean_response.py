@@ -46,9 +46,8 @@ class LeanResponse:
         self._protocol = protocol
         protocol.makeConnection(self)
         buffered, self._buffer = self._buffer, None
-        if buffered:
-            for data in buffered:
-                protocol.dataReceived(data)
+        if buffered:  # several reads' bodies waited: one call, as one read's pieces get
+            protocol.dataReceived(buffered[0] if len(buffered) == 1 else b"".join(buffered))
         if self._ended:
             protocol.connectionLost(self._end)
 

@@ -17,13 +17,17 @@
 
 ``EventRelay`` is the small adapter between an upstream body and the writer for SSE: it parses
 events and lets a caller-supplied ``on_event(event) -> bytes | None`` decide what the client
-gets (translators plug in there; metering reads events there).  ``BytesRelay`` copies raw
-chunks (audio, passthrough of non-SSE bodies).
+gets (translators plug in there; metering reads events there).  The upstream client hands over
+everything one socket read brought at once, so one call may complete several events: each
+still goes through ``on_event`` on its own, and what they give the client leaves in one
+``write`` -- one ``send()`` per read instead of one per event (issue 22, goal 4).  The bytes the
+client reads are the same; only the transfer-encoding's chunking of them differs.
+``BytesRelay`` copies raw chunks (audio, passthrough of non-SSE bodies).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
@@ -221,18 +225,34 @@ class EventRelay:
         try:
             events = self._parser.feed(data)
         except SSEError as exc:
-            self._fail(Failure(exc))
+            # the whole events before the fault are relayed (and metered) first
+            if self._relay(exc.events):
+                self._fail(Failure(exc))
             return
-        writer = self._writer
+        if events:
+            self._relay(events)
+
+    def _relay(self, events: Sequence[SSEEvent]) -> bool:
+        """Each event through ``on_event``, their output in one write; False when
+        ``on_event`` raised (the output of the events before it is written, then we fail)."""
+        on_event = self._on_event
+        outs: list[bytes] = []
+        failure: Failure | None = None
         for event in events:
             self.events += 1
             try:
-                out = self._on_event(event)
+                out = on_event(event)
             except Exception:
-                self._fail(Failure())
-                return
+                failure = Failure()
+                break
             if out:
-                writer.write(out)
+                outs.append(out)
+        if outs:
+            self._writer.write(outs[0] if len(outs) == 1 else b"".join(outs))
+        if failure is not None:
+            self._fail(failure)
+            return False
+        return True
 
     def body_finished(self, reason: Failure | None) -> None:
         if self.done.called:

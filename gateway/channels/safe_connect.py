@@ -16,7 +16,11 @@ the channel's key).  So the check has to happen where the connection is made:
 The verdict (the checked addresses, or the refusal) is cached per (host, policy) for a short
 TTL on the injected clock: a relay opening connections to the same upstream all day resolves
 it once per TTL, and pooled connections never reach the connector at all.  DNS failures are
-not cached.
+not cached.  With a cached verdict of one address (the usual case) a connection is opened
+without any coroutine, straight through that address's TCP endpoint (kept per address): under
+a burst of stream starts most requests open a new upstream connection, and the two coroutine
+layers, their Deferreds and an address parse per connection were most of what opening one
+cost in Python (issue 22, goal 4).
 """
 
 from __future__ import annotations
@@ -130,6 +134,13 @@ class AddressVetter:
         #: resolutions made (tests assert the cache and the single lookup)
         self.lookups = 0
 
+    def cached(self, host: str, policy: UrlPolicy) -> list[str] | AddressRefused | None:
+        """The verdict on ``host`` still within its TTL, or None (``vet`` must decide)."""
+        cached = self._verdicts.get((host, policy))
+        if cached is not None and cached[0] > self._clock.seconds():
+            return cached[1]
+        return None
+
     def vet(self, host: str, port: int, policy: UrlPolicy) -> Deferred[list[str]]:
         """The checked addresses of ``host`` (fails with ``AddressRefused``/``DNSLookupError``)."""
         return ensureDeferred(self._vet(host, port, policy))
@@ -171,6 +182,10 @@ class AddressVetter:
 class GuardedEndpoint:
     """TCP to ``host:port`` through the vetter: connects only to an address it checked."""
 
+    #: TCP endpoints kept per checked address (a host has a few; this only bounds a DNS that
+    #: answers a new address every time)
+    MAX_ADDRESSES = 16
+
     def __init__(self, reactor: Any, vetter: AddressVetter, host: str, port: int,
                  policy: UrlPolicy, *, timeout: float = 10) -> None:
         self._reactor = reactor
@@ -179,8 +194,14 @@ class GuardedEndpoint:
         self._port = port
         self._policy = policy
         self._timeout = timeout
+        self._endpoints: dict[str, IStreamClientEndpoint] = {}
 
     def connect(self, protocolFactory: IProtocolFactory) -> Deferred[IProtocol]:
+        verdict = self._vetter.cached(self._host, self._policy)
+        if type(verdict) is list and len(verdict) == 1:
+            # checked within the TTL, one address: what ``_connect`` would do, minus its
+            # coroutines (a refusal, a lookup or several addresses to try take that path)
+            return self._tcp(verdict[0]).connect(protocolFactory)
         return ensureDeferred(self._connect(protocolFactory))
 
     async def _connect(self, factory: IProtocolFactory) -> IProtocol:
@@ -198,9 +219,19 @@ class GuardedEndpoint:
         raise last
 
     def _tcp(self, address: str) -> IStreamClientEndpoint:
+        endpoint = self._endpoints.get(address)
+        if endpoint is not None:
+            return endpoint
         if isinstance(ipaddress.ip_address(address.split("%", 1)[0]), ipaddress.IPv6Address):
-            return TCP6ClientEndpoint(self._reactor, address, self._port, timeout=self._timeout)
-        return TCP4ClientEndpoint(self._reactor, address, self._port, timeout=self._timeout)
+            endpoint = TCP6ClientEndpoint(self._reactor, address, self._port,
+                                          timeout=self._timeout)
+        else:
+            endpoint = TCP4ClientEndpoint(self._reactor, address, self._port,
+                                          timeout=self._timeout)
+        if len(self._endpoints) >= self.MAX_ADDRESSES:
+            self._endpoints.clear()
+        self._endpoints[address] = endpoint
+        return endpoint
 
 
 @implementer(IAgentEndpointFactory)

@@ -7,13 +7,16 @@ event-stream format allows: ``\\n``, ``\\r\\n`` and bare ``\\r`` line endings, s
 across network chunks; comments (``:`` lines); ``event``, ``data`` (multi-line, joined with
 ``\\n``), ``id`` and ``retry`` fields; a leading UTF-8 BOM.  A misbehaving upstream that never
 ends a line or an event cannot make us buffer without bound: past ``max_event_bytes`` the
-parser raises ``SSETooLarge``.
+parser raises ``SSETooLarge``, carrying the events the same ``feed`` completed before the fault
+(``events``): a relay fed one read's worth of chunks at once still delivers every whole event
+that came before it.
 
 Pure module: no networking, no Twisted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 #: default cap on one buffered line / one event's data (generous: image streams carry base64)
@@ -23,7 +26,11 @@ _BOM = b"\xef\xbb\xbf"
 
 
 class SSEError(ValueError):
-    """The byte stream cannot be parsed as server-sent events."""
+    """The byte stream cannot be parsed as server-sent events.
+
+    ``events``: the events the failing ``feed`` completed before the fault, in order."""
+
+    events: Sequence[SSEEvent] = ()
 
 
 class SSETooLarge(SSEError):
@@ -86,9 +93,6 @@ class SSEParser:
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = data.split(b"\n")
         rest = lines.pop()
-        if len(rest) > self._cap:
-            raise SSETooLarge(f"SSE line longer than {self._cap} bytes")
-        self._partial = rest
         events: list[SSEEvent] = []
         for line in lines:
             if not line:
@@ -105,7 +109,7 @@ class SSEParser:
             if name == b"data":
                 self._data_size += len(value) + 1
                 if self._data_size > self._cap:
-                    raise SSETooLarge(f"SSE event larger than {self._cap} bytes")
+                    raise _too_large(f"SSE event larger than {self._cap} bytes", events)
                 self._data.append(value)
             elif name == b"event":
                 self._event = value.decode("utf-8", "replace")
@@ -115,6 +119,9 @@ class SSEParser:
             elif name == b"retry" and value.isdigit():
                 self._retry = int(value)
             # any other field name is ignored, as the format requires
+        if len(rest) > self._cap:
+            raise _too_large(f"SSE line longer than {self._cap} bytes", events)
+        self._partial = rest
         return events
 
     def _dispatch(self) -> SSEEvent:
@@ -125,6 +132,12 @@ class SSEParser:
         self._event = None
         self._retry = None
         return event
+
+
+def _too_large(message: str, events: list[SSEEvent]) -> SSETooLarge:
+    error = SSETooLarge(message)
+    error.events = events
+    return error
 
 
 def encode_event(data: bytes | str, event: str | None = None, id: str | None = None) -> bytes:

@@ -11,10 +11,15 @@ from typing import Any
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import CancelledError
-from twisted.internet.error import DNSLookupError
+from twisted.internet.error import (
+    ConnectingCancelledError,
+    ConnectionRefusedError,
+    DNSLookupError,
+)
 from twisted.internet.interfaces import IHostnameResolver
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.client import URI
 from zope.interface import implementer
@@ -136,6 +141,54 @@ class ConnectorTests(TestCase):
         receivers[0].addressResolved(IPv4Address("TCP", PUBLIC, 443))
         receivers[0].resolutionComplete()  # the late answer is dropped quietly
         self.assertEqual(self.connected_hosts(), [])
+
+    def test_a_connection_on_a_cached_verdict_succeeds_fails_and_cancels_as_the_first(
+            self) -> None:
+        """The first connection looks the name up; later ones within the TTL take the
+        cached verdict's one address (no coroutine): they go to the same checked address,
+        hand over the protocol once connected, fail with the connect error, and a cancel
+        stops the connector."""
+        outcomes: list[Any] = []
+        for _ in range(4):
+            attempt = self.endpoint("api.example").connect(Factory.forProtocol(Protocol))
+            attempt.addBoth(outcomes.append)
+        self.assertEqual(self.names.asked, ["api.example"])
+        self.assertEqual(self.connected_hosts(), [(PUBLIC, 443)] * 4)
+        made = self.reactor.tcpClients[0][2].buildProtocol(None)
+        made.makeConnection(StringTransport())
+        cached = self.reactor.tcpClients[1][2].buildProtocol(None)
+        cached.makeConnection(StringTransport())
+        self.reactor.tcpClients[2][2].clientConnectionFailed(
+            self.reactor.connectors[2], Failure(ConnectionRefusedError()))
+        self.assertEqual(len(outcomes), 3)  # the fourth is still connecting
+        self.assertIsInstance(outcomes[0], Protocol)
+        self.assertIsInstance(outcomes[1], Protocol)
+        self.assertTrue(outcomes[2].check(ConnectionRefusedError))
+
+    def test_cancelling_a_connection_on_a_cached_verdict_stops_connecting(self) -> None:
+        first = self.endpoint("api.example").connect(Factory.forProtocol(Protocol))
+        first.cancel()
+        self.failureResultOf(first, ConnectingCancelledError)
+        second = self.endpoint("api.example").connect(Factory.forProtocol(Protocol))
+        second.cancel()
+        self.failureResultOf(second, ConnectingCancelledError)
+        self.assertEqual(self.names.asked, ["api.example"])
+        self.assertEqual([c.stoppedConnecting for c in self.reactor.connectors], [True, True])
+
+    def test_several_checked_addresses_are_tried_in_turn_cached_or_not(self) -> None:
+        names = ScriptedNames({"two.example": [[PUBLIC, "93.184.216.35"]]}).install(
+            self, self.reactor)
+        for _ in range(2):
+            attempt = self.endpoint("two.example").connect(Factory.forProtocol(Protocol))
+            refused = self.reactor.tcpClients[-1]
+            refused[2].clientConnectionFailed(self.reactor.connectors[-1],
+                                              Failure(ConnectionRefusedError()))
+            self.assertEqual(self.connected_hosts()[-2:], [(PUBLIC, 443),
+                                                           ("93.184.216.35", 443)])
+            self.reactor.tcpClients[-1][2].buildProtocol(None).makeConnection(
+                StringTransport())
+            self.assertIsInstance(self.successResultOf(attempt), Protocol)
+        self.assertEqual(names.asked, ["two.example"])
 
     def test_tls_goes_to_the_checked_address_with_the_original_host_name(self) -> None:
         factory = GuardedEndpointFactory(self.reactor, STRICT, vetter=self.vetter)

@@ -92,6 +92,19 @@ class ParserTests(SynchronousTestCase):
             for _ in range(20):
                 parser.feed(b"data: 0123456789\n")
 
+    def test_the_fault_carries_the_whole_events_fed_before_it(self) -> None:
+        """One read's worth of chunks is fed at once: the events it completed before a line
+        or an event over the cap travel on the error, so a relay still delivers them."""
+        parser = SSEParser(max_event_bytes=20)
+        with self.assertRaises(SSETooLarge) as line_fault:
+            parser.feed(b"data: a\n\nevent: e\ndata: b\n\ndata: " + b"x" * 30)
+        assert line_fault.exception.events == [SSEEvent(b"a"), SSEEvent(b"b", "e")]
+        parser = SSEParser(max_event_bytes=20)
+        with self.assertRaises(SSETooLarge) as event_fault:
+            parser.feed(b"data: a\n\n" + b"data: 0123456789\n" * 3)
+        assert event_fault.exception.events == [SSEEvent(b"a")]
+        assert list(SSETooLarge("no events").events) == []
+
     def test_events_under_cap_do_not_accumulate(self) -> None:
         parser = SSEParser(max_event_bytes=100)
         for _ in range(1000):
