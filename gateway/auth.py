@@ -13,11 +13,13 @@ from typing import Any
 from gateway import errors
 from gateway.catalog.key_cache import KeyRecord
 from gateway.context import GatewayContext
+from gateway.frozen_init import direct_init
 from gateway.session_tokens import InvalidToken
 from gateway.store.gateway_users import GatewayUser
 from gateway.v1 import credentials
 
 
+@direct_init
 @dataclass(frozen=True)
 class Caller:
     user: GatewayUser

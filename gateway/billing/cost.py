@@ -19,6 +19,7 @@ from gateway.billing.money import NANO, from_nanos, to_nanos
 from gateway.billing.per_request_cache import request_cached
 from gateway.billing.tiers import Tier, load_tiers
 from gateway.billing.usage import Usage
+from gateway.frozen_init import direct_init
 
 PER = Decimal(1_000_000)
 ONE = Decimal(1)
@@ -117,6 +118,7 @@ def billing_tiers(stored: Iterable[Mapping[str, Any]] | None) -> tuple[Tier, ...
     return tuple(sorted(load_tiers(list(stored)), key=lambda t: (t.min_tokens, t.condition)))
 
 
+@direct_init
 @dataclass(frozen=True)
 class Cost:
     """What one request costs, with the numbers that explain it (kept in the usage log)."""
