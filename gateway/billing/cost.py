@@ -299,8 +299,14 @@ def with_multipliers(base: Decimal, group_multiplier: Decimal,
                      user_channel_multiplier: Decimal, *, counts: Mapping[str, int] | None = None,
                      formula: str = "", quota_type: int = QUOTA_TOKENS) -> Cost:
     """Apply the multipliers to an exact base cost and round once (also used by video billing)."""
-    # the exact context's own methods: ``base * group * channel`` under it, without a switch
-    exact = EXACT.multiply(EXACT.multiply(base, group_multiplier), user_channel_multiplier)
+    # the exact context's own methods: ``base * group * channel`` under it, without a switch;
+    # a multiplier equal to 1 (most are) changes the product's exponent at most, and the
+    # quantize below fixes the exponent: skipping it gives the same cost
+    exact = base
+    if group_multiplier != ONE:
+        exact = EXACT.multiply(exact, group_multiplier)
+    if user_channel_multiplier != ONE:
+        exact = EXACT.multiply(exact, user_channel_multiplier)
     cost = exact.quantize(NANO, rounding=ROUND_HALF_EVEN, context=EXACT)
     base_text = _num(base)
     text = (f"{formula or base_text} = {base_text}; * group {_multiplier(group_multiplier)}"
