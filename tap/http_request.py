@@ -51,6 +51,7 @@ _SLOTS = (
 )
 _DEFAULTS = {**slot_defaults.class_defaults(Request, _SLOTS),
              "lockgate_model": "", "body_limit": None, "_body_received": 0}
+_fill_defaults = slot_defaults.filler(_DEFAULTS)
 
 
 class _Hook:
@@ -93,7 +94,7 @@ class LockgateRequest(Request):
     _body_received: int
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        slot_defaults.fill(self, _DEFAULTS)
+        _fill_defaults(self)
         super().__init__(*args, **kwargs)
 
     def handleContentChunk(self, data: bytes) -> None:
