@@ -23,6 +23,7 @@ from gateway.frozen_init import direct_init
 
 PER = Decimal(1_000_000)
 ONE = Decimal(1)
+ZERO = Decimal(0)
 #: enough digits that no product of token counts, prices and multipliers is ever rounded
 EXACT = Context(prec=80)
 
@@ -87,6 +88,11 @@ class PriceSet:
         # computed once per price set (they live as long as a catalog snapshot), not per call
         return frozenset(dim for dim in DIMENSIONS if self.price(dim) > 0
                          or any(t.price > 0 for t in self.tiers_of(dim)))
+
+    @cached_property
+    def prices_by_dimension(self) -> dict[str, Decimal]:
+        """``price(dim)`` of every dimension, once per price set (read per settled request)."""
+        return {dim: self.price(dim) for dim in DIMENSIONS}
 
     @cached_property
     def price_texts(self) -> dict[str, str]:
@@ -281,13 +287,14 @@ def _flat_base_cost(usage: Usage, prices: PriceSet,
     the same sums in ``EXACT``'s own methods -- no context switch, no tier metrics."""
     ctx = EXACT
     counts = _counts(usage.clamped(), prices)
-    total = Decimal(0)
+    total = ZERO
     parts: list[str] = []
     texts = prices.price_texts if explain else None
+    price_of = prices.prices_by_dimension
     for dim, count in counts.items():
         if not count:
             continue
-        total = ctx.add(total, ctx.multiply(count, prices.price(dim)))
+        total = ctx.add(total, ctx.multiply(count, price_of[dim]))
         if texts is not None:
             parts.append(f"{dim} {count} * {texts[dim]}")
     base = ctx.divide(total, PER)
