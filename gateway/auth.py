@@ -13,11 +13,13 @@ from typing import Any
 from gateway import errors
 from gateway.catalog.key_cache import KeyRecord
 from gateway.context import GatewayContext
+from gateway.frozen_init import direct_init
 from gateway.session_tokens import InvalidToken
 from gateway.store.gateway_users import GatewayUser
 from gateway.v1 import credentials
 
 
+@direct_init
 @dataclass(frozen=True)
 class Caller:
     user: GatewayUser
@@ -40,7 +42,8 @@ async def authenticate(ctx: GatewayContext, request: Any) -> Caller:
         key = await ctx.keys.lookup(ctx.key_hasher.presented(token))
         if key is None or not key.enabled:
             raise errors.invalid_api_key()
-        user = await ctx.users.get(key.user_id)
+        # the common case, a user in the cache, without a Deferred made and awaited
+        user = ctx.users.cached(key.user_id) or await ctx.users.get(key.user_id)
         if user is None or not user.enabled:
             raise errors.invalid_api_key()
         if not key.allows_ip(ip):

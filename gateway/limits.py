@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway import errors
+from gateway.frozen_init import direct_init
 from gateway.settings.store import Settings
 from gateway.state.memory import MemoryState
 from gateway.state.protocol import SharedState
@@ -29,6 +30,7 @@ PREFIX = "lockgate:rl"
 KEYS_KEPT = 10_000
 
 
+@direct_init
 @dataclass(frozen=True)
 class Verdict:
     """A limiter's answer; ``error`` is set exactly when the call is refused."""
@@ -41,6 +43,7 @@ class Verdict:
 ADMIT = Verdict(True)
 
 
+@direct_init
 @dataclass(frozen=True)
 class UserChannelLimit:
     """The rate-limit columns of one user channel."""

@@ -38,6 +38,13 @@ class UserCache:
         self._max = max_entries
         invalidation.on(USERS, self._invalidate)
 
+    def cached(self, user_id: int) -> GatewayUser | None:
+        """The remembered user while still fresh, without a Deferred (None: ask ``get``)."""
+        entry = self._entries.get(user_id)
+        if entry is not None and self._clock.seconds() - entry[0] < self._ttl:
+            return entry[1]
+        return None
+
     def get(self, user_id: int) -> Deferred[GatewayUser | None]:
         entry = self._entries.get(user_id)
         if entry is not None:

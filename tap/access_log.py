@@ -47,27 +47,52 @@ class _Redacted:
         return getattr(self._request, name)
 
 
+#: (peer host, method, uri, protocol, referrer, agent) -> the line's text around its
+#: timestamp, code and length, or None when Twisted's formatter must write it.  A pure function
+#: of its key -- the same few clients call the same few paths -- so it is never stale; bounded
+_PARTS: dict[tuple[str, bytes, bytes, bytes, bytes, bytes], tuple[str, str, str] | None] = {}
+_PARTS_MAX = 4096
+
+
+def _line_parts(key: tuple[str, bytes, bytes, bytes, bytes, bytes]
+                ) -> tuple[str, str, str] | None:
+    host, method, uri, protocol, referrer, agent = key
+    plain = _PLAIN.fullmatch
+    if not (plain(uri) and plain(method) and plain(protocol) and plain(referrer)
+            and plain(agent)):
+        return None
+    return (f'"{host}" - - ', f' "{method.decode()} {uri.decode()} {protocol.decode()}" ',
+            f' "{referrer.decode()}" "{agent.decode()}"')
+
+
 def redacting_log_formatter(timestamp: str, request: Any) -> str:
     """Twisted's combined-format line, query credentials redacted.
 
     The common line (a plain path, printable ASCII headers, an IP peer) is built here
     directly: Twisted's formatter escapes every field through ``repr``, which was a third of
-    the access log's cost.  Anything else goes to Twisted's formatter, so lines are the same.
+    the access log's cost.  The checked, decoded text of a request's fields is kept per
+    distinct set of them (``_PARTS``), so a repeated caller costs one lookup.  Anything else
+    goes to Twisted's formatter, so lines are the same.
     """
     uri = request.uri
     if b"?" in uri:
         return combinedLogFormatter(timestamp, _Redacted(request))
     address = request.getClientAddress()
-    referrer = request.getHeader(b"referer") or b"-"
-    agent = request.getHeader(b"user-agent") or b"-"
-    method, protocol = request.method, request.clientproto
-    plain = _PLAIN.fullmatch
-    if not (isinstance(address, (IPv4Address, IPv6Address)) and plain(uri) and plain(method)
-            and plain(protocol) and plain(referrer) and plain(agent)):
+    if not isinstance(address, (IPv4Address, IPv6Address)):
         return combinedLogFormatter(timestamp, request)
-    return (f'"{address.host}" - - {timestamp} "{method.decode()} {uri.decode()} '
-            f'{protocol.decode()}" {request.code:d} {request.sentLength or "-"} '
-            f'"{referrer.decode()}" "{agent.decode()}"')
+    key = (address.host, request.method, uri, request.clientproto,
+           request.getHeader(b"referer") or b"-", request.getHeader(b"user-agent") or b"-")
+    try:
+        parts = _PARTS[key]
+    except KeyError:
+        parts = _line_parts(key)
+        if len(_PARTS) >= _PARTS_MAX:
+            _PARTS.clear()
+        _PARTS[key] = parts
+    if parts is None:
+        return combinedLogFormatter(timestamp, request)
+    head, middle, tail = parts
+    return f"{head}{timestamp}{middle}{request.code:d} {request.sentLength or '-'}{tail}"
 
 
 class BufferedAccessLog:

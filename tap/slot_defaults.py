@@ -22,7 +22,7 @@ is missing.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -53,6 +53,21 @@ def fill(instance: object, defaults: dict[str, Any]) -> None:
     half the time, once per request and once per connection."""
     for name, value in defaults.items():
         setattr(instance, name, value)
+
+
+def filler(defaults: dict[str, Any]) -> Callable[[object], None]:
+    """``fill`` with ``defaults`` fixed, as one function of plain attribute stores: the same
+    stores (a slot, or a ``_Restoring`` descriptor's ``__set__``) without a ``setattr`` call
+    and a dict walk per name -- about a quarter of the time, on every request (issue 22)."""
+    for name in defaults:
+        if not name.isidentifier():
+            raise ValueError(f"not an attribute name: {name!r}")
+    namespace = {f"_value_{index}": value for index, value in enumerate(defaults.values())}
+    lines = [f"    instance.{name} = _value_{index}" for index, name in enumerate(defaults)]
+    source = "def fill(instance):\n" + ("\n".join(lines) or "    pass")
+    exec(source, namespace)  # noqa: S102 -- attribute names checked above
+    fill_all: Callable[[object], None] = namespace["fill"]
+    return fill_all
 
 
 class _Restoring:

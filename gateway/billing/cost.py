@@ -19,9 +19,11 @@ from gateway.billing.money import NANO, from_nanos, to_nanos
 from gateway.billing.per_request_cache import request_cached
 from gateway.billing.tiers import Tier, load_tiers
 from gateway.billing.usage import Usage
+from gateway.frozen_init import direct_init
 
 PER = Decimal(1_000_000)
 ONE = Decimal(1)
+ZERO = Decimal(0)
 #: enough digits that no product of token counts, prices and multipliers is ever rounded
 EXACT = Context(prec=80)
 
@@ -88,6 +90,11 @@ class PriceSet:
                          or any(t.price > 0 for t in self.tiers_of(dim)))
 
     @cached_property
+    def prices_by_dimension(self) -> dict[str, Decimal]:
+        """``price(dim)`` of every dimension, once per price set (read per settled request)."""
+        return {dim: self.price(dim) for dim in DIMENSIONS}
+
+    @cached_property
     def price_texts(self) -> dict[str, str]:
         """Each dimension's flat price as a formula writes it (``_num``), once per price set:
         the usage-log formula of every settled request names them."""
@@ -117,6 +124,7 @@ def billing_tiers(stored: Iterable[Mapping[str, Any]] | None) -> tuple[Tier, ...
     return tuple(sorted(load_tiers(list(stored)), key=lambda t: (t.min_tokens, t.condition)))
 
 
+@direct_init
 @dataclass(frozen=True)
 class Cost:
     """What one request costs, with the numbers that explain it (kept in the usage log)."""
@@ -279,13 +287,14 @@ def _flat_base_cost(usage: Usage, prices: PriceSet,
     the same sums in ``EXACT``'s own methods -- no context switch, no tier metrics."""
     ctx = EXACT
     counts = _counts(usage.clamped(), prices)
-    total = Decimal(0)
+    total = ZERO
     parts: list[str] = []
     texts = prices.price_texts if explain else None
+    price_of = prices.prices_by_dimension
     for dim, count in counts.items():
         if not count:
             continue
-        total = ctx.add(total, ctx.multiply(count, prices.price(dim)))
+        total = ctx.add(total, ctx.multiply(count, price_of[dim]))
         if texts is not None:
             parts.append(f"{dim} {count} * {texts[dim]}")
     base = ctx.divide(total, PER)
@@ -297,8 +306,14 @@ def with_multipliers(base: Decimal, group_multiplier: Decimal,
                      user_channel_multiplier: Decimal, *, counts: Mapping[str, int] | None = None,
                      formula: str = "", quota_type: int = QUOTA_TOKENS) -> Cost:
     """Apply the multipliers to an exact base cost and round once (also used by video billing)."""
-    # the exact context's own methods: ``base * group * channel`` under it, without a switch
-    exact = EXACT.multiply(EXACT.multiply(base, group_multiplier), user_channel_multiplier)
+    # the exact context's own methods: ``base * group * channel`` under it, without a switch;
+    # a multiplier equal to 1 (most are) changes the product's exponent at most, and the
+    # quantize below fixes the exponent: skipping it gives the same cost
+    exact = base
+    if group_multiplier != ONE:
+        exact = EXACT.multiply(exact, group_multiplier)
+    if user_channel_multiplier != ONE:
+        exact = EXACT.multiply(exact, user_channel_multiplier)
     cost = exact.quantize(NANO, rounding=ROUND_HALF_EVEN, context=EXACT)
     base_text = _num(base)
     text = (f"{formula or base_text} = {base_text}; * group {_multiplier(group_multiplier)}"

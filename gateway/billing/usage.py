@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gateway.frozen_init import direct_init
 
+
+@direct_init
 @dataclass(frozen=True)
 class Usage:
     input: int = 0

@@ -35,6 +35,7 @@ from twisted.python.failure import Failure
 
 from gateway.billing.cost import Cost
 from gateway.billing.usage import Usage
+from gateway.frozen_init import direct_init
 from gateway.ledger.wallet import Reservation, SettlingToken, WalletBook
 from gateway.store.billing_writes import (
     NeedsConnection,
@@ -55,6 +56,7 @@ class SettlementFailed(Exception):
     """A settlement could not be written after every retry (it was logged and dropped)."""
 
 
+@direct_init
 @dataclass(frozen=True)
 class SettlementRecord:
     """Everything the usage log keeps about one request, plus what it costs."""
@@ -123,6 +125,7 @@ class SettlementRecord:
         }
 
 
+@direct_init
 @dataclass(frozen=True)
 class SettledCharge:
     """The outcome of one settlement (the same object for every repeat of a request id)."""

@@ -157,18 +157,28 @@ class Wallets:
 
         JWT callers (no API key) are checked against the wallet only.
         """
+        try:
+            held = self.reserve_now(request_id, user_id, key_id, amount_nanos, jwt=jwt)
+        except (ValueError, PaymentRequired):
+            return fail()
+        if held is not None:
+            return succeed(held)
+        return ensureDeferred(self._reserve_after_load(
+            request_id, user_id, None if jwt else key_id, amount_nanos))
+
+    def reserve_now(self, request_id: str, user_id: int, key_id: int | None,
+                    amount_nanos: int, *, jwt: bool = False) -> Reservation | None:
+        """``reserve`` without a Deferred while the balances it needs are in memory (the
+        /v1 path's common case): the reservation, ``PaymentRequired`` raised, or None when
+        a balance must be loaded first -- then ``reserve`` does that."""
         if request_id in self._held:
-            return fail(ValueError(f"request {request_id!r} already holds a reservation"))
+            raise ValueError(f"request {request_id!r} already holds a reservation")
         key_id = None if jwt else key_id
         user = _account(self._users, user_id)
         key = _account(self._keys, key_id) if key_id is not None else None
         if user.limit is not None and (key is None or key.limit is not None):
-            try:
-                return succeed(self._admit(request_id, user_id, key_id, amount_nanos))
-            except PaymentRequired:
-                return fail()
-        return ensureDeferred(self._reserve_after_load(request_id, user_id, key_id,
-                                                       amount_nanos))
+            return self._admit(request_id, user_id, key_id, amount_nanos)
+        return None
 
     async def _reserve_after_load(self, request_id: str, user_id: int, key_id: int | None,
                                   amount_nanos: int) -> Reservation:

@@ -107,6 +107,12 @@ def extract_usage(protocol: str, payload: Mapping[str, Any]) -> Usage | None:
 
 
 def _openai_style(usage: Mapping[str, Any]) -> Usage | None:
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if (type(prompt) is int and type(completion) is int and prompt >= 0 and completion >= 0
+            and _RARE_KEYS.isdisjoint(usage)):
+        # OpenAI's plain shape (most answers): the first input and output keys, both counts
+        # already clamped -- what the rules below give, without walking the key lists
+        return Usage(input=prompt, output=completion)
     found_in = _first(usage, _INPUT_KEYS)
     output = _value(usage, _OUTPUT_KEYS)
     if found_in is None or output is None:

@@ -15,6 +15,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -44,6 +45,7 @@ from gateway.limits import UserChannelLimit, Verdict, global_identity
 from gateway.metering import Priced, RequestLog, price, reserve_for
 from gateway.observability.log_context import REQUEST_ID
 from gateway.observability.tracing import Tracing, client_trace_headers
+from gateway.store.gateway_users import GatewayUser
 from gateway.v1.attempt_record import end_attempt
 from gateway.v1.outcome import (
     ClientLeft,
@@ -205,7 +207,7 @@ class GatewayCall(ABC):
     async def _plan(self, caller: Caller, model: str) -> list[Priced]:
         ctx = self.ctx
         snapshot = ctx.catalog.snapshot
-        group_ids = caller.user.active_group_ids(ctx.now())
+        group_ids = active_group_ids(ctx, caller.user)
         key_channels = caller.key.allowed_user_channels if caller.key else ()
         inputs = routing_inputs(snapshot, model, caller.user.id, group_ids, key_channels)
         if inputs is None:
@@ -231,9 +233,7 @@ class GatewayCall(ABC):
     async def _check_user_channel(self, caller: Caller, primary: UserChannel) -> None:
         """The primary target's per-user-channel limit (429), counted when admitted."""
         verdict = await limiter_verdict(self.ctx.limiter.check_user_channel(
-            caller.user.id, UserChannelLimit(
-                primary.id, primary.rate_limit_enabled, primary.rate_limit_requests_per_minute,
-                primary.rate_limit_burst)))
+            caller.user.id, user_channel_limit(primary)))
         self.extra_headers.update(verdict.headers)
         if verdict.error is not None:
             raise verdict.error
@@ -429,6 +429,42 @@ def routing_inputs(snapshot: CatalogSnapshot, model: str, user_id: int,
     return inputs
 
 
+#: any time at all: ``active_group_ids`` of a user none of whose memberships expires does not
+#: read it
+_ANY_TIME = datetime.min.replace(tzinfo=UTC)
+
+
+def active_group_ids(ctx: GatewayContext, user: GatewayUser) -> list[int]:
+    """``user.active_group_ids`` now; the clock is read (a ``datetime`` made) only when one of
+    the user's memberships can expire -- most never do."""
+    for _group, expires in user.memberships:
+        if expires is not None:
+            return user.active_group_ids(ctx.now())
+    return user.active_group_ids(_ANY_TIME)
+
+
+#: user channel id -> (the catalog's ``UserChannel`` record, its limit).  A record is frozen and
+#: a catalog reload makes new ones, so the limit is rebuilt exactly when the record it was read
+#: from is not the one asked about (identity, not the id: a reload keeps the ids)
+_USER_CHANNEL_LIMITS: dict[int, tuple[UserChannel, UserChannelLimit]] = {}
+_USER_CHANNEL_LIMITS_MAX = 4096
+
+
+def user_channel_limit(user_channel: UserChannel) -> UserChannelLimit:
+    """The rate-limit columns of ``user_channel`` as the limiter takes them, made once per
+    catalog record rather than per request."""
+    found = _USER_CHANNEL_LIMITS.get(user_channel.id)
+    if found is not None and found[0] is user_channel:
+        return found[1]
+    limit = UserChannelLimit(
+        user_channel.id, user_channel.rate_limit_enabled,
+        user_channel.rate_limit_requests_per_minute, user_channel.rate_limit_burst)
+    if len(_USER_CHANNEL_LIMITS) >= _USER_CHANNEL_LIMITS_MAX:
+        _USER_CHANNEL_LIMITS.clear()
+    _USER_CHANNEL_LIMITS[user_channel.id] = (user_channel, limit)
+    return limit
+
+
 async def limiter_verdict(pending: Awaitable[Verdict]) -> Verdict:
     """A rate limiter's verdict; when the shared state (Redis) cannot answer, the call is
     refused with 503 -- a limit nobody can count must not let everything through."""
@@ -444,9 +480,14 @@ async def reserve_or_refuse(ctx: GatewayContext, request_id: str, caller: Caller
                             amount: int) -> Reservation:
     """Hold ``amount`` for a call: 402 when the wallet or key cannot pay, 503 when the shared
     wallet cannot be asked (never admit on a guess)."""
+    wallets = ctx.wallets
+    # a wallet of this process with the balances in memory answers without a Deferred
+    reserve_now = getattr(wallets, "reserve_now", None)
     try:
-        return await ctx.wallets.reserve(request_id, caller.user.id, caller.key_id, amount,
-                                         jwt=caller.key is None)
+        held = None if reserve_now is None else reserve_now(
+            request_id, caller.user.id, caller.key_id, amount, jwt=caller.key is None)
+        return held if held is not None else await wallets.reserve(
+            request_id, caller.user.id, caller.key_id, amount, jwt=caller.key is None)
     except PaymentRequired as exc:
         raise GatewayError(402, str(exc), type="insufficient_quota",
                            code="insufficient_quota") from None

@@ -37,15 +37,23 @@ class CallsInFlight:
         """Count ``task`` (a handler's Deferred) until it fires."""
         if task.called:
             return
-        self.count += 1
+        self.started()
         task.addBoth(self._ended)
 
-    def _ended(self, result: Any) -> Any:
+    def started(self) -> None:
+        """A handler task began (``gateway.v1.call_task``): counted until ``ended()``."""
+        self.count += 1
+
+    def ended(self) -> None:
+        """A handler task counted by ``started()`` ended."""
         self.count -= 1
         if self.count == 0:
             waiters, self._idle = self._idle, []
             for waiter in waiters:
                 waiter.callback(None)
+
+    def _ended(self, result: Any) -> Any:
+        self.ended()
         return result
 
     def idle(self) -> Deferred[None]:

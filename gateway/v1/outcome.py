@@ -47,6 +47,7 @@ from typing import Final
 from gateway import errors
 from gateway.billing.usage import Usage
 from gateway.errors import GatewayError
+from gateway.frozen_init import direct_init
 from gateway.ledger.settlement import SettlementRecord
 from gateway.metering import RequestLog
 
@@ -62,6 +63,7 @@ CLIENT_LEFT_MESSAGE = "client disconnected"
 CUT_MESSAGE = "stream cut: the server is shutting down"
 
 
+@direct_init
 @dataclass(frozen=True)
 class Served:
     """The whole answer went out (a stream with its end marker, or a whole body) -- also

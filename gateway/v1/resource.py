@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from twisted.internet.defer import ensureDeferred
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -19,6 +18,7 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.v1 import account_routes, media_route, native_routes, upload_route
 from gateway.v1.call import new_request_id
+from gateway.v1.call_task import run_call
 from gateway.v1.media_route import MediaCall
 from gateway.v1.request_io import write_error, write_json_bytes
 from gateway.v1.text_route import TextCall
@@ -119,7 +119,6 @@ class GatewayResource(Resource):
             family = errors.family_for_path(path.decode("utf-8", "replace"))
             write_error(request, family, errors.not_found())
             return NOT_DONE_YET
-        d = ensureDeferred(handler(self.ctx, request))
-        d.addErrback(lambda f: log.failure("gateway handler crashed", f))
-        self.ctx.calls.track(d)
+        calls = self.ctx.calls
+        run_call(handler(self.ctx, request), calls.started, calls.ended)
         return NOT_DONE_YET

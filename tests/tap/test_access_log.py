@@ -100,3 +100,30 @@ def test_formatter_writes_what_twisted_writes(uri: bytes, method: bytes, protoco
     stamp = "[22/Nov/2026:00:00:00 +0000]"
     expected = combinedLogFormatter(stamp, request if b"?" not in uri else _Redacted(request))
     assert redacting_log_formatter(stamp, request) == expected
+    # the same fields again (their text kept by now), another answer and another second
+    request.code, request.sentLength = 599 - code + 100, length // 2
+    stamp = "[23/Nov/2026:01:02:03 +0000]"
+    expected = combinedLogFormatter(stamp, request if b"?" not in uri else _Redacted(request))
+    assert redacting_log_formatter(stamp, request) == expected
+
+
+def test_kept_text_is_per_distinct_request_fields() -> None:
+    """Each field is part of what the kept text is looked up by: a line never shows another
+    request's peer, method, path, protocol, referrer or agent."""
+    base = {"host": "10.0.0.1", "method": b"POST", "uri": b"/v1/chat/completions",
+            "protocol": b"HTTP/1.1", "referrer": b"https://a.example/", "agent": b"sdk/1"}
+    variants = [base] + [{**base, name: value} for name, value in (
+        ("host", "10.0.0.2"), ("method", b"GET"), ("uri", b"/v1/responses"),
+        ("protocol", b"HTTP/1.0"), ("referrer", b"https://b.example/"), ("agent", b"sdk/2"),
+        ("agent", b"sdk/\xff"))]
+    stamp = "[22/Nov/2026:00:00:00 +0000]"
+    for _ in range(2):
+        for fields in variants:
+            request = DummyRequest([b""])
+            request.uri, request.method = fields["uri"], fields["method"]
+            request.clientproto, request.code, request.sentLength = fields["protocol"], 200, 7
+            request.client = IPv4Address("TCP", fields["host"], 1)
+            request.requestHeaders.setRawHeaders(b"referer", [fields["referrer"]])
+            request.requestHeaders.setRawHeaders(b"user-agent", [fields["agent"]])
+            assert redacting_log_formatter(stamp, request) == combinedLogFormatter(
+                stamp, request)

@@ -177,6 +177,22 @@ class SlotDefaultsTests(TestCase):
             assert cls.__setattr__ is object.__setattr__, cls
             assert cls.__delattr__ is object.__delattr__, cls
 
+    def test_the_filler_stores_what_fill_stores(self) -> None:
+        from tap.http_request import _DEFAULTS
+        by_fill = LockgateRequest.__new__(LockgateRequest)
+        by_filler = LockgateRequest.__new__(LockgateRequest)
+        slot_defaults.fill(by_fill, _DEFAULTS)
+        slot_defaults.filler(_DEFAULTS)(by_filler)
+        for name, value in _DEFAULTS.items():
+            assert getattr(by_filler, name) is getattr(by_fill, name) is value, name
+        assert not hasattr(by_filler, "__dict__") or not vars(by_filler)
+        # every slotted default, and only those: a request is built with exactly them
+        built = LockgateRequest(DummyChannel(), False)
+        assert built.body_limit is None and built._body_received == 0
+        with self.assertRaises(ValueError):
+            slot_defaults.filler({"not a name": 1})
+        assert slot_defaults.filler({})(object()) is None
+
     def test_a_method_cannot_be_slotted(self) -> None:
         with self.assertRaises(TypeError):
             slot_defaults.class_defaults(LockgateRequest.__mro__[1], ("write",))

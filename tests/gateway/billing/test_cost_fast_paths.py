@@ -66,8 +66,10 @@ def test_the_formula_reads_as_before() -> None:
                             "* group 1 * channel 0.8 = 0.005")
 
 
+#: 1 written every way: ``with_multipliers`` skips a product by a multiplier equal to 1
+ones = st.sampled_from([D(1), D("1.0"), D("1.000000000"), D("1E0"), D("0.1E1"), D("10E-1")])
 long_multipliers = st.one_of(
-    multipliers, st.decimals(min_value=0, max_value=1000, places=12, allow_nan=False,
+    multipliers, ones, st.decimals(min_value=0, max_value=1000, places=12, allow_nan=False,
                              allow_infinity=False))
 
 

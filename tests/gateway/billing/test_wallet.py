@@ -95,6 +95,35 @@ class WalletTests(LedgerCase):
         assert by_jwt.key_id is None
         assert self.wallets.key_used_nanos(capped) is None  # never even loaded
 
+    async def test_reserve_now_answers_from_memory_only(self) -> None:
+        """The /v1 path's Deferred-free admission: None until the balances are loaded (it
+        loads nothing), then the same admission as ``reserve`` -- the same reservation, the
+        same refusals, nothing held by a refusal."""
+        user = await self.add_user(3 * UNIT)
+        key = await self.add_key(user, quota_nanos=2 * UNIT)
+        before = self.commits
+        assert self.wallets.reserve_now("n0", user, key, UNIT) is None
+        assert self.commits == before and self.wallets.reserved_nanos(user) == 0
+        first = await self.wallets.reserve("n0", user, key, UNIT)  # loads both
+        held = self.wallets.reserve_now("n1", user, key, UNIT)
+        assert held is not None and (held.request_id, held.user_id, held.key_id,
+                                     held.amount_nanos) == ("n1", user, key, UNIT)
+        assert self.wallets.reserved_nanos(user) == 2 * UNIT
+        assert self.wallets.key_used_nanos(key) == 2 * UNIT
+        with self.assertRaises(KeyQuotaExceeded):
+            self.wallets.reserve_now("n2", user, key, 1)
+        with self.assertRaises(ValueError):
+            self.wallets.reserve_now("n1", user, None, 1)
+        by_jwt = self.wallets.reserve_now("n3", user, key, UNIT, jwt=True)
+        assert by_jwt is not None and by_jwt.key_id is None
+        with self.assertRaises(InsufficientBalance):
+            self.wallets.reserve_now("n4", user, None, 1)
+        assert self.wallets.reserved_nanos(user) == 3 * UNIT
+        for reservation in (first, held, by_jwt):
+            self.wallets.release(reservation)
+        assert self.wallets.reserved_nanos(user) == 0
+        assert self.wallets.available_nanos(user) == 3 * UNIT
+
     async def test_a_request_id_holds_one_reservation(self) -> None:
         user = await self.add_user(100 * UNIT)
         await self.wallets.reserve("same", user, None, UNIT)
