@@ -29,16 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote_to_bytes as unquote
 
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.resource import _IEncodingResource
 from twisted.web.server import Request
-from twisted.web.server import version as server_version
 
 from tap import slot_defaults
-from tap.http_date import HTTP_DATE
 
 _log = Logger()
 
@@ -151,31 +147,9 @@ class LockgateRequest(Request):
         budget = None if self._parsePOSTFormSubmission else getattr(
             channel.site, "dispatch_budget", None)
         if budget is None or getattr(channel, "_upgrade_transport", None) is not None:
-            self._dispatch()
+            super().process()
         else:
-            budget.admit(self, self._dispatch)
-
-    def _dispatch(self) -> None:
-        """twisted.web's ``Request.process`` (same steps, same order), with the ``Date``
-        header's text kept per second (``tap.http_date``) instead of formatted per request."""
-        channel: Any = self.channel
-        site = self.site = channel.site
-        self.setHeader(b"Server", server_version)
-        self.setHeader(b"Date", HTTP_DATE.now())
-        self.prepath = []
-        self.postpath = list(map(unquote, self.path[1:].split(b"/")))
-        if self.path == b"*":
-            self._handleStar()
-            return
-        try:
-            found = site.getResourceFor(self)
-            if _IEncodingResource.providedBy(found):
-                encoder = found.getEncoder(self)
-                if encoder is not None:
-                    self._encoder = encoder
-            self.render(found)
-        except BaseException:
-            self.processingFailed(Failure())
+            budget.admit(self, super().process)
 
     def connectionLost(self, reason: Any) -> None:
         site = getattr(getattr(self, "channel", None), "site", None)
