@@ -9,6 +9,7 @@ a ``modelaction`` channel, and the billing equality of translated and native str
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import openai
@@ -209,13 +210,23 @@ class GoogleStreamFramingTests(GoogleCase):
 
     channel_type = "compat"
 
+    async def until_the_stream_beats(self) -> None:
+        """Wait (real time) until the relay has its heartbeat timer on the test clock: only then
+        does advancing the clock make a heartbeat (a fixed real-time wait was flaky under
+        load: the stream had not started yet)."""
+        deadline = time.monotonic() + 30
+        while not any(getattr(call.func, "__name__", "") == "_beat"
+                      for call in self.clock.getDelayedCalls()):
+            assert time.monotonic() < deadline, "the stream never started"
+            await deferLater(reactor, 0.01, lambda: None)
+
     async def test_json_array_stream_with_heartbeat(self) -> None:
         await self.setup_google(upstream_model="gemini-fake+pace-0.2")
         body = {"contents": [{"role": "user", "parts": [{"text": "hello there friend"}]}]}
         pending = ensureDeferred(self.call(
             "POST", "/v1beta/models/gemini-fake:streamGenerateContent",
             body, headers={"x-goog-api-key": self.api_key}))
-        await deferLater(reactor, 0.1, lambda: None)
+        await self.until_the_stream_beats()
         self.clock.advance(self.gateway.timeouts.heartbeat + 1)
         answer = await pending
         assert answer.status == 200
@@ -234,9 +245,7 @@ class GoogleStreamFramingTests(GoogleCase):
         client = self.google_client()
         pending = self.in_thread(lambda: list(client.models.generate_content_stream(
             model="gemini-fake", contents="hi")))
-        while self.fake.request_count == 0:
-            await deferLater(reactor, 0.02, lambda: None)
-        await deferLater(reactor, 0.1, lambda: None)
+        await self.until_the_stream_beats()
         self.clock.advance(self.gateway.timeouts.heartbeat + 1)
         chunks = await pending
         assert "".join(c.text or "" for c in chunks) == TEXT
