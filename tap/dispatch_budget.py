@@ -108,6 +108,9 @@ class DispatchBudget:
         self._turn = None
         self._used = 0
         waiting = self._waiting
+        if not waiting:  # the usual turn at low load: only the budget to reset, no clock read
+            self._last_began = None
+            return
         holds = self._holds
         now = self._now
         began = now()
@@ -130,5 +133,4 @@ class DispatchBudget:
             self._last_spent = now() - began
         else:
             self._last_began = None
-        if self._used:
-            self._next_turn()  # resets the budget next turn (and goes on with the queue)
+        self._next_turn()  # resets the budget next turn (and goes on with the queue)
