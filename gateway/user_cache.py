@@ -46,12 +46,10 @@ class UserCache:
         return None
 
     def get(self, user_id: int) -> Deferred[GatewayUser | None]:
-        entry = self._entries.get(user_id)
-        if entry is not None:
-            loaded_at, cached = entry
-            if self._clock.seconds() - loaded_at < self._ttl:
-                return succeed(cached)
-            del self._entries[user_id]
+        fresh = self.cached(user_id)
+        if fresh is not None:
+            return succeed(fresh)
+        self._entries.pop(user_id, None)  # stale (or absent): load it again
         waiter: Deferred[GatewayUser | None] = Deferred()
         if user_id in self._loading:
             self._loading[user_id].append(waiter)
