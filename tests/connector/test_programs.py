@@ -15,6 +15,7 @@ from twisted.trial.unittest import SkipTest, TestCase
 
 from tests.connector.peers import LinkPeer, listen, settle, wait_for, websocket_site
 from tests.connector.runner_support import temp_dir
+from tests.support.bubblewrap import require_bubblewrap
 
 BIN = os.path.dirname(sys.executable)
 
@@ -78,8 +79,7 @@ class ProgramTests(TestCase):
             self.assertEqual(handle.read(), "hi")
 
     async def test_sandboxd_reports_capacity_and_runs_isolated(self) -> None:
-        if not os.access("/usr/bin/bwrap", os.X_OK):
-            raise SkipTest("bubblewrap is not installed")
+        require_bubblewrap()
         data = temp_dir(self, "lockgate-host-")
         os.chmod(data, 0o755)
         listener = reactor.listenTCP(0, Factory.forProtocol(Protocol), interface="127.0.0.1")

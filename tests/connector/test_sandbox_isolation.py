@@ -20,6 +20,7 @@ from tests.connector.runner_support import (
     sandbox_runner,
     temp_dir,
 )
+from tests.support.bubblewrap import require_bubblewrap
 
 PYTHON = "/usr/bin/python3"
 CONNECT = PYTHON + " -c 'import socket,sys; socket.create_connection((\"127.0.0.1\", {port}), 3); print(\"connected\")'"
@@ -44,8 +45,7 @@ def sandbox_task(action: str, task_id: str = "act-s1", sandbox: str = "acs-box1"
 
 class BubblewrapTests(TestCase):
     def setUp(self) -> None:
-        if not os.access("/usr/bin/bwrap", os.X_OK):
-            raise SkipTest("bubblewrap is not installed")
+        require_bubblewrap()
         self.data = temp_dir(self, "lockgate-sbx-")
         os.chmod(self.data, 0o755)
         self.runner = sandbox_runner(self, self.data)

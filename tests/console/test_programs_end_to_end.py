@@ -20,7 +20,6 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
-from twisted.trial.unittest import SkipTest
 from twisted.web.client import Agent, HTTPConnectionPool
 
 from connector.capacity import Capacity
@@ -33,6 +32,7 @@ from gateway.store.connector_tasks import TaskRow
 from gateway.store.ledger_audit import audit
 from tests.connector.runner_support import SANDBOX_UID, temp_dir
 from tests.console.test_assistant_completions import AssistantCase, cost_nanos
+from tests.support.bubblewrap import require_bubblewrap
 from tests.support.tool_upstream import tool_call
 
 DEVICES = "/api/user/advanced-chat/devices"
@@ -311,8 +311,7 @@ class ApprovalProgramTests(ProgramCase):
 
 class SandboxHostProgramTests(ProgramCase):
     def setUp(self) -> None:
-        if not os.access("/usr/bin/bwrap", os.X_OK):
-            raise SkipTest("bubblewrap is not installed")
+        require_bubblewrap()
         super().setUp()
 
     async def test_sandboxd_runs_a_command_in_bubblewrap_and_the_charge_is_exact(self) -> None:
