@@ -233,8 +233,12 @@ async def _open_many(host: str, port: int, count: int) -> tuple[list[_Connection
 
 
 async def streams(host: str, port: int, request: bytes, count: int,
-                  timeout: float = 120, running: int = 0) -> StreamResult:
+                  timeout: float = 120, running: int = 0, ramp: float = 0.0) -> StreamResult:
     """Open ``count`` connections, then start ``count`` streams at once and wait for all.
+
+    With ``ramp`` (seconds), the starts are spread evenly over that time instead of sent
+    together: the issue's other form of the figure ("connections opened over 1 s"), where
+    each start's TTFB shows the per-request path, not the queue behind 499 others.
 
     With ``running``, that many more streams are started first and the burst is sent once
     each has its first byte: their longest wait between two chunks (the upstream paces them)
@@ -250,7 +254,17 @@ async def streams(host: str, port: int, request: bytes, count: int,
     while ahead and time.perf_counter() < deadline and not all(
             c.outcome.first_byte is not None for c in ahead):
         await asyncio.sleep(0.005)
-    futures = [c.send(request) for c in conns]
+    if ramp > 0 and conns:
+        futures = []
+        begin = time.perf_counter()
+        step = ramp / len(conns)
+        for index, conn in enumerate(conns):
+            delay = begin + index * step - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            futures.append(conn.send(request))
+    else:
+        futures = [c.send(request) for c in conns]
     if ahead:
         await asyncio.wait(ahead_futures, timeout=timeout)
         gaps = sorted(c.outcome.max_gap * 1000 for c in ahead

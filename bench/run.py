@@ -211,9 +211,11 @@ async def measure(target: str, port: int, token: str | None, models: dict[str, s
 async def stream_starts(host: str, port: int, request: bytes, args: argparse.Namespace,
                         watched_cpu: int, target: str) -> dict[str, Any]:
     """``--streams`` streaming requests sent at once: TTFB, completion, CPU per stream."""
-    print(f"  [{target}] {args.streams} concurrent streams", flush=True)
+    ramp = f" started over {args.stream_ramp} s" if args.stream_ramp else ""
+    print(f"  [{target}] {args.streams} concurrent streams{ramp}", flush=True)
     cpu_before = cpu_seconds(watched_cpu)
-    s = await streams(host, port, request, args.streams, running=args.running_streams)
+    s = await streams(host, port, request, args.streams, running=args.running_streams,
+                      ramp=args.stream_ramp)
     cpu_after = cpu_seconds(watched_cpu)
     served = s.completed + int(s.extra.get("running_streams", 0))
     return {
@@ -372,7 +374,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": args.duration, "streams": args.streams, "slow_streams": args.slow_streams,
         "repeat": args.repeat, "warmup_s": args.warmup, "cpus": cpus,
         "measured_cpu": gateway_cpu, "limits": not args.no_limits,
-        "plant_slowdown_us": args.plant_slowdown, "models": args.models},
+        "plant_slowdown_us": args.plant_slowdown, "models": args.models,
+        "stream_ramp_s": args.stream_ramp},
         "runs": [], "pinning": {}, "notes": []}
     up_port = args.upstream_port or free_port()
     upstream = subprocess.Popen(  # noqa: S603
@@ -480,6 +483,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="start R streams first and send the N streams once each has "
                              "its first byte: their longest chunk gap shows what the burst "
                              "did to running streams")
+    parser.add_argument("--stream-ramp", type=float, default=0.0, metavar="S",
+                        help="spread the N streams' starts evenly over S seconds instead of "
+                             "sending them at once (the issue's 'opened over 1 s' form)")
     parser.add_argument("--before-tree", metavar="DIR",
                         help="a second Lockgate column ('before') importing DIR first, e.g. "
                              "`git archive` of the base commit: an A/B in the same run")
