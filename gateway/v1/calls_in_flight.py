@@ -13,7 +13,7 @@ delivered (operations contract §6 step 4).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from twisted.internet.defer import Deferred, succeed
 
@@ -33,13 +33,6 @@ class CallsInFlight:
         self._calls: set[Cuttable] = set()
         self._idle: list[Deferred[None]] = []
 
-    def track(self, task: Deferred[Any]) -> None:
-        """Count ``task`` (a handler's Deferred) until it fires."""
-        if task.called:
-            return
-        self.started()
-        task.addBoth(self._ended)
-
     def started(self) -> None:
         """A handler task began (``gateway.v1.call_task``): counted until ``ended()``."""
         self.count += 1
@@ -51,10 +44,6 @@ class CallsInFlight:
             waiters, self._idle = self._idle, []
             for waiter in waiters:
                 waiter.callback(None)
-
-    def _ended(self, result: Any) -> Any:
-        self.ended()
-        return result
 
     def idle(self) -> Deferred[None]:
         """Fires once no handler task is running (at once when none is)."""
