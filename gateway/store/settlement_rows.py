@@ -23,7 +23,7 @@ from gateway.store.usage_rollups import hour_of
 #: the usage log keeps the first 512 characters of an error (gateway contract §2)
 ERROR_MESSAGE_LIMIT = 512
 TEXT_LIMITS = {"request_id": 64, "model_name": 200, "endpoint": 100, "ip": 64,
-           "failure_reason": 512}
+               "failure_reason": 512}
 
 #: every usage-log column the batch writes, in the order of ``LOG_INSERT``'s VALUES
 LOG_COLUMNS = tuple(c.name for c in schema.usage_logs.columns if c.name != "id")
