@@ -22,7 +22,7 @@ from gateway import errors
 from gateway.frozen_init import direct_init
 from gateway.settings.store import Settings
 from gateway.state.memory import MemoryState
-from gateway.state.protocol import SharedState
+from gateway.state.protocol import SharedState, WindowVerdict
 
 WINDOW_SECONDS = 60
 PREFIX = "lockgate:rl"
@@ -121,10 +121,20 @@ class GatewayLimiter:
         memory = self._memory
         verdict = (memory.hit_now(key, capacity, WINDOW_SECONDS) if memory is not None
                    else await self._state.hit(key, capacity, WINDOW_SECONDS))
-        if verdict.allowed:
+        return _global_verdict(verdict)
+
+    def check_global_now(self, identity: str) -> Verdict | None:
+        """``check_global``'s verdict at once when the windows are this process's memory --
+        no coroutine per request -- or None when they are shared (Redis): await
+        ``check_global`` then."""
+        memory = self._memory
+        if memory is None:
+            return None
+        capacity = self.global_capacity()
+        if capacity <= 0:
             return ADMIT
-        error = errors.rate_limited(verdict.retry_after)
-        return Verdict(False, dict(error.headers), error)
+        return _global_verdict(
+            memory.hit_now(self._global_key(identity), capacity, WINDOW_SECONDS))
 
     async def check_user_channel(self, user_id: int, limit: UserChannelLimit) -> Verdict:
         """Admit and count one call of ``user_id`` through the primary target's user channel."""
@@ -135,12 +145,35 @@ class GatewayLimiter:
         memory = self._memory
         verdict = (memory.take_now(key, capacity, WINDOW_SECONDS) if memory is not None
                    else await self._state.take_all([(key, capacity)], WINDOW_SECONDS))
-        headers = {
-            "X-RateLimit-Limit": str(capacity),
-            "X-RateLimit-Remaining": str(max(0, verdict.remaining) if verdict.allowed else 0),
-        }
-        if verdict.allowed:
-            return Verdict(True, headers)
-        error = errors.user_channel_rate_limited(
-            verdict.retry_after, limit.user_channel_id, headers)
-        return Verdict(False, dict(error.headers), error)
+        return _user_channel_verdict(verdict, capacity, limit.user_channel_id)
+
+    def check_user_channel_now(self, user_id: int, limit: UserChannelLimit) -> Verdict | None:
+        """``check_user_channel``'s verdict at once, or None (see ``check_global_now``)."""
+        memory = self._memory
+        if memory is None:
+            return None
+        capacity = limit.capacity
+        if capacity <= 0:
+            return ADMIT
+        return _user_channel_verdict(
+            memory.take_now(self._channel_key(limit.user_channel_id, user_id), capacity,
+                            WINDOW_SECONDS), capacity, limit.user_channel_id)
+
+
+def _global_verdict(verdict: WindowVerdict) -> Verdict:
+    if verdict.allowed:
+        return ADMIT
+    error = errors.rate_limited(verdict.retry_after)
+    return Verdict(False, dict(error.headers), error)
+
+
+def _user_channel_verdict(verdict: WindowVerdict, capacity: int,
+                          user_channel_id: int) -> Verdict:
+    headers = {
+        "X-RateLimit-Limit": str(capacity),
+        "X-RateLimit-Remaining": str(max(0, verdict.remaining) if verdict.allowed else 0),
+    }
+    if verdict.allowed:
+        return Verdict(True, headers)
+    error = errors.user_channel_rate_limited(verdict.retry_after, user_channel_id, headers)
+    return Verdict(False, dict(error.headers), error)

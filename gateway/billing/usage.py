@@ -30,9 +30,21 @@ class Usage:
     estimated: bool = False
 
     def clamped(self) -> Usage:
-        """Negatives to 0; input covers cache and media input; output covers media output."""
+        """Negatives to 0; input covers cache and media input; output covers media output.
+
+        Worked out once per object (issue 22): pricing and settlement each ask for every
+        request, and the check alone reads ten fields (~1.5 µs).  The answer is kept in the
+        instance dict under ``_clamped`` -- True when the object is its own clamped form (not
+        the object itself: no reference cycle for the collector), else that form -- which
+        equality, hashing, ``repr`` and ``replace`` never see (they use the fields)."""
+        known = self.__dict__.get("_clamped")
+        if known is True:
+            return self
+        if known is not None:
+            return known  # type: ignore[no-any-return]
         if self._is_clamped():
-            return self  # the common case: pricing calls this several times per request
+            self.__dict__["_clamped"] = True
+            return self  # the common case
         fields = {name: max(0, getattr(self, name)) for name in (
             "input", "output", "cache_read", "cache_write_5m", "cache_write_1h",
             "image_in", "image_out", "audio_in", "audio_out", "reasoning")}
@@ -42,7 +54,10 @@ class Usage:
             fields["image_in"] + fields["audio_in"],
         )
         fields["output"] = max(fields["output"], fields["image_out"] + fields["audio_out"])
-        return replace(self, **fields)
+        done = replace(self, **fields)
+        done.__dict__["_clamped"] = True
+        self.__dict__["_clamped"] = done
+        return done
 
     def _is_clamped(self) -> bool:
         cache = self.cache_read + self.cache_write_5m + self.cache_write_1h

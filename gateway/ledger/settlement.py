@@ -36,6 +36,7 @@ from twisted.python.failure import Failure
 from gateway.billing.cost import Cost
 from gateway.billing.usage import Usage
 from gateway.frozen_init import direct_init
+from gateway.ledger.settlement_values import prepared_settlement
 from gateway.ledger.wallet import Reservation, SettlingToken, WalletBook
 from gateway.store.billing_writes import (
     NeedsConnection,
@@ -44,7 +45,8 @@ from gateway.store.billing_writes import (
     write_batch_lean,
 )
 from gateway.store.pool import DBRunner
-from gateway.store.settlement_rows import PreparedSettlement, prepare
+from gateway.store.second_texts import SecondTexts
+from gateway.store.settlement_rows import PreparedSettlement
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
@@ -94,7 +96,8 @@ class SettlementRecord:
         return self.cost.cost_nanos if self.cost is not None else 0
 
     def row(self) -> dict[str, Any]:
-        """The batch item for ``write_batch`` (usage-log columns plus billing inputs)."""
+        """The batch item for ``write_batch`` (usage-log columns plus billing inputs) as a
+        dict; the settler builds its prepared form directly (``settlement_values``)."""
         u = self.usage.clamped()
         cost = self.cost
         return {
@@ -145,8 +148,7 @@ class SettledCharge:
 class _Item:
     record: SettlementRecord
     token: SettlingToken
-    row: dict[str, Any]
-    #: ``row`` converted for the database on this (the reactor) thread, not in the batch
+    #: the record converted for the database on this (the reactor) thread, not in the batch
     prepared: PreparedSettlement
     waiters: list[Deferred[SettledCharge]] = field(default_factory=list)
     #: clock time it was queued (the request's end), for the settlement-lag histogram
@@ -176,6 +178,8 @@ class Settler:
         self._timer: IDelayedCall | None = None
         self._writing = False
         self._flush_waiters: list[Deferred[None]] = []
+        #: ``created_at`` texts and hours, derived once per second (reactor thread only)
+        self._times = SecondTexts()
         #: sizes of the most recent committed batches, and running totals (stats, tests)
         self.batch_sizes: collections.deque[int] = collections.deque(maxlen=1000)
         self.batches_committed = 0
@@ -217,8 +221,7 @@ class Settler:
             return done
         token = self.wallets.settling(reservation, record.user_id, record.api_key_id,
                                       record.cost_nanos)
-        row = record.row()
-        item = _Item(record, token, row, prepare(row, self.db.dialect),
+        item = _Item(record, token, prepared_settlement(record, self.db.dialect, self._times),
                      queued_at=self.clock.seconds() if self.metrics is not None else 0.0)
         self._inflight[request_id] = item
         self._queue.append(item)
@@ -304,7 +307,8 @@ class Settler:
             if metrics is not None:
                 record = item.record
                 metrics.settled(record.endpoint, record.status, record.cost_nanos,
-                                result["charged_nanos"], item.row, result["duplicate"],
+                                result["charged_nanos"], item.prepared.item,
+                                result["duplicate"],
                                 max(0.0, now - item.queued_at))
             self.wallets.settled(item.token, result["balance_after_nanos"],
                                  result["spent_after_nanos"], result["quota_nanos"],

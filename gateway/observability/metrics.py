@@ -111,7 +111,8 @@ class GatewayMetrics(Collector):
     def settled(self, endpoint: str, status: int, cost_nanos: int, charged_nanos: int,
                 row: Mapping[str, Any], duplicate: bool, lag: float) -> None:
         """One committed settlement (called per record of a group commit); ``row`` is its
-        usage-log row, whose token counts are the billed ones."""
+        batch item (``input_tokens``, ``output_tokens``, ``cached_input_tokens``: the billed
+        token counts, as in its usage-log row)."""
         self._settlement_lag.observe(lag)
         if charged_nanos > 0:
             outcome = "charged"

@@ -12,11 +12,14 @@ from typing import Protocol
 
 from twisted.internet.defer import Deferred
 
+from gateway.frozen_init import direct_init
+
 
 class SharedStateUnavailable(ConnectionError):
     """The shared state is known to be unreachable, so the command was not even tried."""
 
 
+@direct_init  # two per /v1 request (the global and the user-channel limit)
 @dataclass(frozen=True)
 class WindowVerdict:
     """Outcome of a fixed-window rate-limit check."""

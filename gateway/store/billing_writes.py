@@ -146,9 +146,8 @@ def write_batch(conn: Connection, items: Sequence[Mapping[str, Any] | PreparedSe
     """
     sql = DriverSQL(conn)
     try:
-        prepared = [item if isinstance(item, PreparedSettlement) and item.dialect == sql.dialect
-                    else prepare(item.item if isinstance(item, PreparedSettlement) else item,
-                                 sql.dialect) for item in items]
+        prepared = [item.for_dialect(sql.dialect) if isinstance(item, PreparedSettlement)
+                    else prepare(item, sql.dialect) for item in items]
         return _write(conn, sql, prepared, now)
     finally:
         sql.close()
@@ -169,8 +168,7 @@ def write_batch_lean(sql: DriverSQL, items: Sequence[PreparedSettlement],
     written through Core (referral commissions, subscribers' quotas) raise
     ``NeedsConnection`` before any write; the settler then runs ``write_batch``.
     """
-    return _write(None, sql, [item if item.dialect == sql.dialect
-                              else prepare(item.item, sql.dialect) for item in items], now)
+    return _write(None, sql, [item.for_dialect(sql.dialect) for item in items], now)
 
 
 def _write(conn: Connection | None, sql: DriverSQL, prepared: Sequence[PreparedSettlement],

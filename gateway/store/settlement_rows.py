@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -21,8 +22,8 @@ from gateway.store.usage_rollups import hour_of
 
 #: the usage log keeps the first 512 characters of an error (gateway contract §2)
 ERROR_MESSAGE_LIMIT = 512
-_LIMITS = {"request_id": 64, "model_name": 200, "endpoint": 100, "ip": 64,
-           "failure_reason": 512}
+TEXT_LIMITS = {"request_id": 64, "model_name": 200, "endpoint": 100, "ip": 64,
+               "failure_reason": 512}
 
 #: every usage-log column the batch writes, in the order of ``LOG_INSERT``'s VALUES
 LOG_COLUMNS = tuple(c.name for c in schema.usage_logs.columns if c.name != "id")
@@ -50,7 +51,7 @@ def _default(column: Any) -> Any:
 _DEFAULTS = tuple(_default(schema.usage_logs.c[name]) for name in LOG_COLUMNS)
 _POSITION = {name: index for index, name in enumerate(LOG_COLUMNS)}
 #: the clipped columns' positions and lengths
-_CLIPPED = tuple((_POSITION[name], limit) for name, limit in _LIMITS.items()
+_CLIPPED = tuple((_POSITION[name], limit) for name, limit in TEXT_LIMITS.items()
                  if name in _POSITION)
 PRICES = _POSITION["prices"]
 
@@ -65,6 +66,21 @@ class PreparedSettlement:
     values: list[Any]
     #: the rollup hour of ``created_at`` (None with it)
     hour: int | None
+
+    def for_dialect(self, dialect: str) -> PreparedSettlement:
+        """This item converted for ``dialect``: only ``created_at``'s form depends on it
+        (SQLite's text or a naive UTC datetime).  Works from ``values``, not ``item`` -- an
+        item may hold only the billing inputs (``ledger.settlement_values``)."""
+        if dialect == self.dialect:
+            return self
+        values = self.values.copy()
+        created = values[CREATED]
+        if isinstance(created, str):
+            created = datetime.fromisoformat(created)  # naive UTC (``timestamp_param``)
+        if isinstance(created, datetime):
+            values[CREATED] = (created.isoformat(" ", "microseconds") if dialect == "sqlite"
+                               else created)
+        return PreparedSettlement(self.item, dialect, values, self.hour)
 
 
 def prepare(item: Mapping[str, Any], dialect: str) -> PreparedSettlement:

@@ -192,8 +192,11 @@ class GatewayCall(ABC):
         caller = await authenticate(ctx, self.request)
         self.log.user_id, self.log.api_key_id, self.log.ip = (
             caller.user.id, caller.key_id, caller.ip)
-        verdict = await limiter_verdict(ctx.limiter.check_global(
-            global_identity(caller.key_id, caller.user.id, caller.ip)))
+        limiter = ctx.limiter
+        identity = global_identity(caller.key_id, caller.user.id, caller.ip)
+        verdict = limiter.check_global_now(identity)
+        if verdict is None:  # shared windows (Redis)
+            verdict = await limiter_verdict(limiter.check_global(identity))
         if verdict.error is not None:
             raise verdict.error
         return caller
@@ -232,8 +235,10 @@ class GatewayCall(ABC):
 
     async def _check_user_channel(self, caller: Caller, primary: UserChannel) -> None:
         """The primary target's per-user-channel limit (429), counted when admitted."""
-        verdict = await limiter_verdict(self.ctx.limiter.check_user_channel(
-            caller.user.id, user_channel_limit(primary)))
+        limiter, limit = self.ctx.limiter, user_channel_limit(primary)
+        verdict = limiter.check_user_channel_now(caller.user.id, limit)
+        if verdict is None:  # shared windows (Redis)
+            verdict = await limiter_verdict(limiter.check_user_channel(caller.user.id, limit))
         self.extra_headers.update(verdict.headers)
         if verdict.error is not None:
             raise verdict.error

@@ -8,7 +8,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.trial.unittest import TestCase
 
-from gateway.limits import KEYS_KEPT, GatewayLimiter, UserChannelLimit, Verdict, global_identity
+from gateway.limits import (
+    ADMIT,
+    KEYS_KEPT,
+    GatewayLimiter,
+    UserChannelLimit,
+    Verdict,
+    global_identity,
+)
 from gateway.settings.store import Settings
 from gateway.state.memory import MemoryState
 from gateway.state.protocol import WindowVerdict
@@ -218,3 +225,31 @@ class MemoryFastPathTests(TestCase):
             await limiter.check_user_channel(user, UserChannelLimit(4, True, 2, 1))
         assert len(limiter._global_keys) <= KEYS_KEPT
         assert len(limiter._channel_keys) <= KEYS_KEPT
+
+
+class ImmediateVerdictTests(MemoryFastPathTests):
+    """``check_global_now`` / ``check_user_channel_now`` (the /v1 path's way in): over
+    ``MemoryState`` the same verdicts as the Deferred path, call for call; over any other
+    state None, so that the caller awaits the shared windows."""
+
+    async def script(self, limiter: GatewayLimiter, clock: Clock) -> list[tuple[object, ...]]:
+        if limiter._memory is None:
+            return await super().script(limiter, clock)
+        limits = [UserChannelLimit(4, True, 2, 1), UserChannelLimit(5, True, 1, 0)]
+        out = []
+        for step in range(40):
+            found = limiter.check_global_now(f"key:{step % 3}")
+            assert found is not None
+            out.append(self.seen(found))
+            found = limiter.check_user_channel_now(step % 2, limits[step % 2])
+            assert found is not None
+            out.append(self.seen(found))
+            clock.advance(7 if step % 5 else 13)
+        return out
+
+    def test_off_limits_admit_at_once_and_shared_windows_are_awaited(self) -> None:
+        direct, _clock = self.limiter(direct=True)
+        assert direct.check_user_channel_now(1, UserChannelLimit(4, False, 1, 0)) is ADMIT
+        through, _clock = self.limiter(direct=False)
+        assert through.check_global_now("key:1") is None
+        assert through.check_user_channel_now(1, UserChannelLimit(4, True, 2, 1)) is None

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from twisted.trial.unittest import TestCase
 
-from gateway.store.settlement_rows import LOG_COLUMNS, prepare
+from gateway.store.settlement_rows import LOG_COLUMNS, PreparedSettlement, prepare
 from gateway.store.usage_rollups import hour_of
 
 
@@ -63,3 +63,22 @@ class PrepareTests(TestCase):
         on_postgres = prepare(item, "postgresql")
         assert column(on_postgres.values, "created_at") == datetime(2026, 11, 26, 8, 0, 5)
         assert prepared.item is item
+
+    def test_for_another_dialect_converts_the_time_from_the_values(self) -> None:
+        """An item prepared for one dialect and written on the other (``write_batch``) is
+        converted from its values -- the item may hold only the billing inputs."""
+        created = datetime(2026, 11, 26, 8, 0, 5, 7, tzinfo=UTC)
+        item = {"request_id": "r", "user_id": 1, "model_name": "m", "input_tokens": 5,
+                "prices": {"a": "1"}, "created_at": created}
+        for first, other in (("sqlite", "postgresql"), ("postgresql", "sqlite")):
+            prepared = prepare(item, first)
+            bare = PreparedSettlement({"request_id": "r"}, first, prepared.values,
+                                      prepared.hour)
+            converted = bare.for_dialect(other)
+            assert converted.values == prepare(item, other).values
+            assert (converted.dialect, converted.hour, converted.item) == (
+                other, hour_of(created), {"request_id": "r"})
+            assert prepared.values == prepare(item, first).values  # the original is unchanged
+            assert prepared.for_dialect(first) is prepared
+        no_time = prepare({"request_id": "r", "user_id": 1}, "sqlite")
+        assert no_time.for_dialect("postgresql").values == no_time.values
