@@ -114,14 +114,14 @@ class GatewayLimiter:
 
     async def check_global(self, identity: str) -> Verdict:
         """Count this call against ``identity``'s window (see ``global_identity``)."""
+        now = self.check_global_now(identity)
+        if now is not None:
+            return now
         capacity = self.global_capacity()
         if capacity <= 0:
             return ADMIT
-        key = self._global_key(identity)
-        memory = self._memory
-        verdict = (memory.hit_now(key, capacity, WINDOW_SECONDS) if memory is not None
-                   else await self._state.hit(key, capacity, WINDOW_SECONDS))
-        return _global_verdict(verdict)
+        return _global_verdict(
+            await self._state.hit(self._global_key(identity), capacity, WINDOW_SECONDS))
 
     def check_global_now(self, identity: str) -> Verdict | None:
         """``check_global``'s verdict at once when the windows are this process's memory --
@@ -138,13 +138,14 @@ class GatewayLimiter:
 
     async def check_user_channel(self, user_id: int, limit: UserChannelLimit) -> Verdict:
         """Admit and count one call of ``user_id`` through the primary target's user channel."""
+        now = self.check_user_channel_now(user_id, limit)
+        if now is not None:
+            return now
         capacity = limit.capacity
         if capacity <= 0:
             return ADMIT
         key = self._channel_key(limit.user_channel_id, user_id)
-        memory = self._memory
-        verdict = (memory.take_now(key, capacity, WINDOW_SECONDS) if memory is not None
-                   else await self._state.take_all([(key, capacity)], WINDOW_SECONDS))
+        verdict = await self._state.take_all([(key, capacity)], WINDOW_SECONDS)
         return _user_channel_verdict(verdict, capacity, limit.user_channel_id)
 
     def check_user_channel_now(self, user_id: int, limit: UserChannelLimit) -> Verdict | None:
