@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -15,8 +14,9 @@ from twisted.trial.unittest import TestCase
 
 from gateway.jobs.retention import LogRetention
 from gateway.settings.store import Settings
-from gateway.store import migrate, schema, usage_rollups
+from gateway.store import schema, usage_rollups
 from gateway.store.pool import DBRunner, make_engine
+from tests.support.migrated_databases import migrated_sqlite_url
 
 START = 1_800_000_000.0
 NOW = datetime.fromtimestamp(START, UTC)
@@ -26,8 +26,7 @@ class RetentionTest(TestCase):
     def setUp(self) -> None:
         directory = tempfile.mkdtemp(prefix="lockgate-retention-")
         self.addCleanup(shutil.rmtree, directory, True)
-        engine, threads = make_engine(f"sqlite:///{os.path.join(directory, 'db.sqlite3')}")
-        migrate.upgrade(engine)
+        engine, threads = make_engine(migrated_sqlite_url(directory))
         self.db = DBRunner(reactor, engine, threads)
         self.db.start()
         self.addCleanup(self.db.stop)

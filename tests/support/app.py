@@ -7,7 +7,6 @@ listens on 127.0.0.1:0 and offers ``call()`` to make real HTTP requests with tre
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import tempfile
 from typing import Any
@@ -25,7 +24,7 @@ from console.services.identity.passwords import Passwords
 from tap.app import Lockgate
 from tap.http_channel import LockgateSite
 from tap.secrets import Secrets
-from tests.support.postgres import postgres_url
+from tests.support.migrated_databases import migrated_postgres_url, migrated_sqlite_url
 
 #: argon2id with small costs: the real code path, without 100 ms per hash
 CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
@@ -61,11 +60,11 @@ class AppTestCase(TestCase):
         self.clock = Clock()
         self.clock.advance(self.start_time)
         if self.backend == "postgresql":
-            self.database_url = postgres_url()
+            self.database_url = migrated_postgres_url()
         else:
             directory = tempfile.mkdtemp(prefix="lockgate-test-")
             self.addCleanup(shutil.rmtree, directory, True)  # runs after app.close
-            self.database_url = f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
+            self.database_url = migrated_sqlite_url(directory)
         self.app = self.open_app()
         self.addCleanup(self.app.close)
         self.port = self.listen(self.app)
@@ -97,6 +96,8 @@ class AppTestCase(TestCase):
             database=self.database_url, secrets=TEST_SECRETS, clock=self.clock,
             passwords=Passwords(reactor, CHEAP_HASHER),
             trusted_proxies="127.0.0.1",
+            # the database starts at the migrations' head (tests.support.migrated_databases)
+            run_migrations=False,
         )
         options.update(overrides)
         return Lockgate.open(reactor, **options)

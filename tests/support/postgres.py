@@ -70,13 +70,16 @@ class PostgresServer:
     def url(self, database: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self) -> str:
+    def create_database(self, template: str | None = None) -> str:
+        """A new database, empty or (``template``: a database name) a copy of another one
+        that nobody is connected to."""
         import sqlalchemy
 
         name = f"lockgate_test_{os.getpid()}_{next(_counter)}"
+        copy = f' TEMPLATE "{template}" STRATEGY FILE_COPY' if template else ""
         engine = sqlalchemy.create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
         with engine.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"{copy}')
         engine.dispose()
         return self.url(name)
 
@@ -91,6 +94,11 @@ class PostgresServer:
 
 def postgres_url() -> str:
     """A fresh, empty database on the shared test server (SkipTest when unavailable)."""
+    return postgres_server().create_database()
+
+
+def postgres_server() -> PostgresServer:
+    """The shared test server, started on first use (SkipTest when unavailable)."""
     global _server
     if _server is None:
         try:
@@ -100,4 +108,4 @@ def postgres_url() -> str:
                 raise
             raise SkipTest(f"PostgreSQL server binaries unavailable: {exc}") from None
         atexit.register(_server.stop)
-    return _server.create_database()
+    return _server

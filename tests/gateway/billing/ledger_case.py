@@ -1,6 +1,6 @@
 """A real database (SQLite file or PostgreSQL) with users and keys, for the money tests.
 
-``LedgerCase`` migrates a fresh database, runs a ``DBRunner`` on the real reactor's threads, and
+``LedgerCase`` starts on a fresh database at the migrations' head (``migrated_databases``), runs a ``DBRunner`` on the real reactor's threads, and
 builds ``Wallets`` + ``Settler`` on a ``Clock`` (so batch timers and retry backoff are driven by
 the test).  Commits are counted with a SQLAlchemy engine event.
 """
@@ -8,7 +8,6 @@ the test).  Commits are counted with a SQLAlchemy engine event.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import tempfile
 from datetime import UTC, datetime
@@ -21,10 +20,10 @@ from twisted.trial.unittest import TestCase
 
 from gateway.ledger.settlement import Settler
 from gateway.ledger.wallet import Wallets
-from gateway.store import migrate, schema
+from gateway.store import schema
 from gateway.store.ledger_audit import audit
 from gateway.store.pool import DBRunner, make_engine
-from tests.support.postgres import postgres_url
+from tests.support.migrated_databases import migrated_postgres_url, migrated_sqlite_url
 
 NOW = datetime(2027, 1, 15, 12, 0, tzinfo=UTC)
 UNIT = 1_000_000_000
@@ -46,13 +45,12 @@ class LedgerCase(TestCase):
 
     def setUp(self) -> None:
         if self.backend == "postgresql":
-            url = postgres_url()
+            url = migrated_postgres_url()
         else:
             directory = tempfile.mkdtemp(prefix="lockgate-bill-")
             self.addCleanup(shutil.rmtree, directory, True)
-            url = f"sqlite:///{os.path.join(directory, 'db')}"
+            url = migrated_sqlite_url(directory, "db")
         engine, threads = make_engine(url)
-        migrate.upgrade(engine)
         self.core_commits = 0
 
         def _count(_conn: Any) -> None:

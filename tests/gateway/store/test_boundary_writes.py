@@ -9,7 +9,6 @@ that loses a race for the same subject gets ``IdentityConflict``, not a database
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
@@ -19,7 +18,7 @@ from typing import Any
 from sqlalchemy import select
 from twisted.trial.unittest import TestCase
 
-from gateway.store import migrate, schema
+from gateway.store import schema
 from gateway.store import users as user_store
 from gateway.store.conflicts import WriteConflict, refusing_conflicts
 from gateway.store.connection import Connection, Engine
@@ -34,7 +33,7 @@ from gateway.store.oidc_accounts import (
 )
 from gateway.store.pool import make_engine
 from gateway.store.settings_rows import read_settings, write_settings
-from tests.support.postgres import postgres_url
+from tests.support.migrated_databases import migrated_postgres_url, migrated_sqlite_url
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 OPEN = SignupPolicy(open=True, suffixes=False, domain_ok=True, group_id=None, referral="",
@@ -59,12 +58,11 @@ class BoundaryWriteTests(TestCase):
     def database_url(self) -> str:
         directory = tempfile.mkdtemp(prefix="lockgate-boundary-")
         self.addCleanup(shutil.rmtree, directory, True)
-        return f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
+        return migrated_sqlite_url(directory)
 
     def setUp(self) -> None:
         self.engine: Engine = make_engine(self.database_url(), 2)[0]
         self.addCleanup(self.engine.dispose)
-        migrate.upgrade(self.engine)
 
     def run_in(self, fn: Any, *args: Any) -> Any:
         with self.engine.begin() as conn:
@@ -154,7 +152,7 @@ class BoundaryWriteTests(TestCase):
 
 class PostgresBoundaryWriteTests(BoundaryWriteTests):
     def database_url(self) -> str:
-        return postgres_url()
+        return migrated_postgres_url()
 
     def test_a_callback_that_loses_the_race_for_a_subject_gets_identity_conflict(self) -> None:
         # The first callback creates the account bound to sub-1 but has not committed; the

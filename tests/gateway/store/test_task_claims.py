@@ -11,7 +11,6 @@ row names.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
@@ -23,10 +22,9 @@ from twisted.trial.unittest import TestCase
 from gateway.links import ids
 from gateway.store import connector_tasks as task_store
 from gateway.store import devices as device_store
-from gateway.store import migrate
 from gateway.store import users as user_store
 from gateway.store.pool import make_engine
-from tests.support.postgres import postgres_url
+from tests.support.migrated_databases import migrated_postgres_url, migrated_sqlite_url
 
 NOW = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
 TASKS = 60
@@ -37,12 +35,11 @@ class TaskClaimRaceTests(TestCase):
     def database_url(self) -> str:
         directory = tempfile.mkdtemp(prefix="lockgate-claims-")
         self.addCleanup(shutil.rmtree, directory, True)
-        return f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
+        return migrated_sqlite_url(directory)
 
     def setUp(self) -> None:
         self.engine = make_engine(self.database_url(), 8)[0]
         self.addCleanup(self.engine.dispose)
-        migrate.upgrade(self.engine)
         with self.engine.begin() as conn:
             self.user_id = int(user_store.create_user(
                 conn, username="racer", email="racer@example.com", password_hash=None,
@@ -149,4 +146,4 @@ class TaskClaimRaceTests(TestCase):
 
 class PostgresTaskClaimRaceTests(TaskClaimRaceTests):
     def database_url(self) -> str:
-        return postgres_url()
+        return migrated_postgres_url()

@@ -4,7 +4,6 @@ transaction leaves nothing behind -- on real SQLite and real PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from datetime import UTC, datetime, timedelta
@@ -17,11 +16,11 @@ from twisted.trial.unittest import TestCase
 from gateway.links import ids
 from gateway.store import connector_tasks as task_store
 from gateway.store import devices as device_store
-from gateway.store import migrate, task_round_trip
+from gateway.store import task_round_trip
 from gateway.store import users as user_store
 from gateway.store.driver_sql import DriverSQL
 from gateway.store.pool import DBRunner, make_engine
-from tests.support.postgres import postgres_url
+from tests.support.migrated_databases import migrated_postgres_url, migrated_sqlite_url
 
 NOW = datetime(2026, 11, 26, 1, 0, 0, 123456, tzinfo=UTC)
 
@@ -30,11 +29,10 @@ class TaskRoundTripTests(TestCase):
     def database_url(self) -> str:
         directory = tempfile.mkdtemp(prefix="lockgate-round-trip-")
         self.addCleanup(shutil.rmtree, directory, True)
-        return f"sqlite:///{os.path.join(directory, 'db.sqlite3')}"
+        return migrated_sqlite_url(directory)
 
     def setUp(self) -> None:
         engine, threads = make_engine(self.database_url())
-        migrate.upgrade(engine)
         self.db = DBRunner(reactor, engine, threads)
         self.db.start()
         self.addCleanup(self.db.stop)
@@ -122,7 +120,7 @@ class TaskRoundTripTests(TestCase):
 
 class PostgresTaskRoundTripTests(TaskRoundTripTests):
     def database_url(self) -> str:
-        return postgres_url()
+        return migrated_postgres_url()
 
 
 def _insert(sql: DriverSQL, values: dict[str, Any]) -> task_store.TaskRow:

@@ -17,9 +17,9 @@ from typing import Any
 from twisted.internet import reactor
 from twisted.trial.unittest import SkipTest, TestCase
 
-from gateway.store import migrate
 from gateway.store.pool import DBRunner, make_engine
 from gateway.store.worker_priority import DB_THREAD_NICE
+from tests.support.migrated_databases import migrated_sqlite_url
 
 
 def nice_here(_: Any = None) -> tuple[int, int]:
@@ -34,8 +34,7 @@ class WorkerPriorityTests(TestCase):
             raise SkipTest("no per-thread nice value here")
         directory = tempfile.mkdtemp(prefix="lockgate-nice-")
         self.addCleanup(shutil.rmtree, directory, True)
-        engine, threads = make_engine(f"sqlite:///{os.path.join(directory, 'db')}")
-        migrate.upgrade(engine)
+        engine, threads = make_engine(migrated_sqlite_url(directory, "db"))
         self.db = DBRunner(reactor, engine, threads)
         self.db.start()
         self.addCleanup(self.db.stop)
